@@ -1,0 +1,3 @@
+from trainwreck.cli import main
+
+raise SystemExit(main())

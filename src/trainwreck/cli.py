@@ -1,0 +1,67 @@
+"""The `trainwreck` command line: a thin dispatcher over the stage modules.
+
+Each subcommand lives in its stage module, which provides `configure_parser(parser)` and
+`run(args) -> int`. Modules are imported only when their subcommand runs, so `trainwreck
+diagnose` never pays for (or needs) the jupyter or mkdocs stacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from trainwreck import __version__
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("trainwreck.check", "validate entries (schema, ids, links, references)"),
+    "reproduce": ("trainwreck.reproduce", "execute reproduction notebooks (cached)"),
+    "compile": ("trainwreck.rules.compile", "validate rules and build the rule bundle and wheel"),
+    "diagnose": ("trainwreck.diagnose", "diagnose training logs offline"),
+    "build": ("trainwreck.site", "check, reproduce, compile and publish the site"),
+    "serve": ("trainwreck.site", "preview the built site"),
+    "new": ("trainwreck.scaffold", "scaffold a new entry, rule and notebook"),
+}
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(
+        prog="trainwreck",
+        description="An executable encyclopedia of ML training failures.",
+    )
+    parser.add_argument("--version", action="version", version=f"trainwreck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub_parsers: dict[str, argparse.ArgumentParser] = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser.set_defaults(_module=module_name)
+        sub_parser.add_argument(
+            "--root", default=".", help="repository root (default: the current directory)"
+        )
+        sub_parsers[name] = sub_parser
+    return parser, sub_parsers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, sub_parsers = build_parser()
+    # Parse the command name first, then let its module add its own arguments.
+    known, _ = parser.parse_known_args(argv)
+    if not known.command:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(known._module)
+    # A module serving several commands (site: build and serve) names them configure_<cmd>_parser.
+    configure = getattr(module, f"configure_{known.command}_parser", None) or module.configure_parser
+    configure(sub_parsers[known.command])
+    args = parser.parse_args(argv)
+    runner = getattr(module, f"run_{known.command}", None) or module.run
+    try:
+        return int(runner(args) or 0)
+    except KeyboardInterrupt:
+        print("trainwreck: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,385 @@
+"""The knowledge model: loading untrusted YAML documents with source positions, and entries.
+
+Every later stage (check, reproduce, rules compile, site) reads entries and rules through this
+module, so that a malformed file is reported the same way everywhere: one `Problem` with the
+file, line and column of the offending node. Nothing here knows about notebooks or the site.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Entries are small hand-written documents; anything far larger is a mistake or an attack.
+MAX_DOCUMENT_BYTES = 1 << 20
+# Aliases may expand a small file into an enormous tree (a "billion laughs"); bound the
+# expanded node count instead of forbidding anchors outright.
+MAX_EXPANDED_NODES = 200_000
+
+SCHEMA_DIR_NAMES = ("schemas",)
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with one file, located as precisely as we can."""
+
+    file: str
+    line: int
+    column: int
+    path: str  # dotted location inside the document ("fix.primary.steps[0]"), or "" for the file
+    message: str
+    severity: str = "error"  # error | warning
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        label = "" if self.severity == "error" else f"{self.severity}: "
+        inner = f"{self.path}: " if self.path else ""
+        return f"{where}: {label}{inner}{self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.path,
+            "message": self.message,
+            "severity": self.severity,
+        }
+
+
+@dataclass
+class Document:
+    """A parsed YAML document and where each of its nodes came from."""
+
+    file: str
+    data: Any
+    positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+
+    def position(self, path: Path_, *, key: bool = False) -> tuple[int, int]:
+        """Line and column (1-based) of the node at `path`, or of its nearest located parent."""
+        table = self.key_positions if key else self.positions
+        probe = tuple(path)
+        while True:
+            if probe in table:
+                return table[probe]
+            if probe in self.positions:
+                return self.positions[probe]
+            if not probe:
+                return (1, 1)
+            probe = probe[:-1]
+
+    def problem(self, path: Path_, message: str, *, key: bool = False, severity: str = "error") -> Problem:
+        line, column = self.position(path, key=key)
+        return Problem(self.file, line, column, format_path(path), message, severity)
+
+
+class DocumentError(Exception):
+    """A document could not be read or parsed at all; carries the one problem that says why."""
+
+    def __init__(self, problem: Problem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def format_path(path: Path_) -> str:
+    """("fix", "primary", "steps", 0) -> "fix.primary.steps[0]"."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps dates as the strings the author wrote.
+
+    JSON Schema has no date type; a `created: 2026-11-30` must validate as a string.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def read_text(path: Path, display: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
+    """Read a hand-written text file defensively: size cap, binary and encoding checks."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DocumentError(Problem(display, 1, 1, "", f"cannot read file: {exc.strerror}")) from None
+    if size > max_bytes:
+        raise DocumentError(
+            Problem(display, 1, 1, "", f"file is {size:,} bytes; the limit is {max_bytes:,} bytes")
+        )
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DocumentError(Problem(display, 1, 1, "", f"cannot read file: {exc.strerror}")) from None
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line, column = _offset_position(raw, nul)
+        raise DocumentError(
+            Problem(display, line, column, "", "binary file (NUL byte); expected UTF-8 YAML text")
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _offset_position(raw, exc.start)
+        raise DocumentError(
+            Problem(
+                display,
+                line,
+                column,
+                "",
+                f"not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+            )
+        ) from None
+
+
+def _offset_position(raw: bytes, offset: int) -> tuple[int, int]:
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return line, column
+
+
+def load_yaml(path: Path, display: str | None = None) -> Document:
+    """Parse one YAML document from `path` into plain Python data with node positions.
+
+    Raises DocumentError for anything that prevents reading the document as a whole
+    (unreadable, binary, not UTF-8, syntax error, alias bomb, duplicate key).
+    """
+    display = display or str(path)
+    text = read_text(path, display)
+    return parse_yaml(text, display)
+
+
+def parse_yaml(text: str, display: str) -> Document:
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = " ".join(part for part in (exc.context, exc.problem) if part)
+        lines = text.splitlines()
+        if line <= len(lines) and "\t" in lines[line - 1]:
+            message += " (YAML is indented with spaces, not tabs)"
+        raise DocumentError(Problem(display, line, column, "", f"YAML syntax error: {message}")) from None
+    except yaml.YAMLError as exc:
+        raise DocumentError(Problem(display, 1, 1, "", f"YAML error: {exc}")) from None
+    if not nodes or nodes[0] is None:
+        raise DocumentError(Problem(display, 1, 1, "", "empty document"))
+    if len(nodes) > 1:
+        second = nodes[1].start_mark
+        raise DocumentError(
+            Problem(display, second.line + 1, 1, "", "expected one YAML document, found several")
+        )
+    root = nodes[0]
+    _check_expansion(root, display)
+    document = Document(display, None)
+    document.data = _to_python(root, (), document)
+    return document
+
+
+def _check_expansion(root: yaml.Node, display: str) -> None:
+    """Refuse documents whose aliases expand beyond MAX_EXPANDED_NODES, in time linear in the
+    number of distinct nodes (the expanded size is computed, never materialised)."""
+    sizes: dict[int, int] = {}
+    first_alias: list[yaml.Node] = []
+
+    def size(node: yaml.Node, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            if not first_alias:
+                first_alias.append(node)
+            return sizes[key]
+        if depth > 200:
+            raise DocumentError(
+                Problem(display, node.start_mark.line + 1, node.start_mark.column + 1, "",
+                        "document nests deeper than 200 levels")
+            )
+        sizes[key] = 1  # guards recursive aliases
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+        total = min(total, MAX_EXPANDED_NODES + 1)
+        sizes[key] = total
+        return total
+
+    if size(root, 0) > MAX_EXPANDED_NODES:
+        mark = (first_alias[0] if first_alias else root).start_mark
+        raise DocumentError(
+            Problem(
+                display,
+                mark.line + 1,
+                mark.column + 1,
+                "",
+                f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes; refusing to load",
+            )
+        )
+
+
+_scalar_constructor = _Loader("")
+
+
+def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
+    document.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.ScalarNode):
+        return _scalar_constructor.construct_object(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(child, (*path, i), document) for i, child in enumerate(node.value)]
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise DocumentError(
+                    Problem(document.file, key_node.start_mark.line + 1,
+                            key_node.start_mark.column + 1, format_path(path),
+                            "YAML merge keys (<<) are not supported")
+                )
+            key = _to_python(key_node, (*path, "<key>"), document)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise DocumentError(
+                    Problem(document.file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
+                            format_path(path), "mapping keys must be plain scalars")
+                )
+            key = str(key) if not isinstance(key, str) else key
+            child_path = (*path, key)
+            key_position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if key in result:
+                first_line = document.key_positions[child_path][0]
+                raise DocumentError(
+                    Problem(document.file, *key_position, format_path(child_path),
+                            f"duplicate key '{key}' (first defined on line {first_line})")
+                )
+            document.key_positions[child_path] = key_position
+            result[key] = _to_python(value_node, child_path, document)
+        document.positions.pop((*path, "<key>"), None)
+        return result
+    raise DocumentError(Problem(document.file, 1, 1, format_path(path), "unsupported YAML node"))
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+def schema_dir(root: Path | None = None) -> Path:
+    """The JSON Schemas: the repository's own when run from a checkout, else the packaged copy."""
+    if root is not None and (root / "schemas").is_dir():
+        return root / "schemas"
+    packaged = Path(__file__).parent / "schemas"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "schemas"
+
+
+@cache
+def load_schema(name: str, directory: str) -> dict[str, Any]:
+    with open(Path(directory) / name, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def validator_for(name: str, root: Path | None = None):
+    """A jsonschema validator for `schemas/<name>`, with format checking on (for URLs)."""
+    import jsonschema
+
+    schema = load_schema(name, str(schema_dir(root)))
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def schema_problems(document: Document, schema_name: str, root: Path | None = None) -> list[Problem]:
+    """Every schema violation in `document`, each at the node it concerns."""
+    validator = validator_for(schema_name, root)
+    problems: list[Problem] = []
+    for error in validator.iter_errors(document.data):
+        path = tuple(error.absolute_path)
+        message = _schema_message(error)
+        # An unknown property is best shown at its own key, not at the enclosing mapping.
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties", {}))
+            for extra in sorted(set(error.instance) - allowed):
+                problems.append(
+                    document.problem((*path, extra), f"unknown property '{extra}'", key=True)
+                )
+            continue
+        problems.append(document.problem(path, message))
+    return sorted(set(problems))
+
+
+def _schema_message(error: Any) -> str:
+    if error.validator == "required":
+        return error.message.replace("is a required property", "is required")
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"{error.message} ({error.schema['description'].split('.')[0]})"
+    if error.validator == "minLength" and error.validator_value == 1:
+        return "must not be empty"
+    return error.message
+
+
+# --- entries ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One failure in the encyclopedia, as loaded from entries/<id>.yaml."""
+
+    id: str
+    path: Path
+    data: dict[str, Any]
+    document: Document
+
+    @property
+    def title(self) -> str:
+        return str(self.data.get("title", self.id))
+
+    @property
+    def reproduction(self) -> dict[str, Any]:
+        return self.data.get("reproduction") or {}
+
+    @property
+    def related(self) -> list[dict[str, Any]]:
+        return list(self.data.get("related") or [])
+
+
+def entry_files(root: Path) -> list[Path]:
+    return sorted((root / "entries").glob("*.yaml"))
+
+
+def load_entry(path: Path, root: Path) -> Entry:
+    """Parse one entry (raises DocumentError if it cannot be parsed at all)."""
+    document = load_yaml(path, display_path(path, root))
+    data = document.data if isinstance(document.data, dict) else {}
+    return Entry(id=path.stem, path=path, data=data, document=document)
+
+
+def load_entries(root: Path) -> tuple[list[Entry], list[Problem]]:
+    """All entries that parse, plus a problem for each that does not. No schema validation:
+    that is `trainwreck check`'s job; later stages call check first."""
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    for path in entry_files(root):
+        try:
+            entries.append(load_entry(path, root))
+        except DocumentError as exc:
+            problems.append(exc.problem)
+    return entries, problems
+
+
+def display_path(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
