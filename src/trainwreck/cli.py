@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module = importlib.import_module(known._module)
     # A module serving several commands (site: build and serve) names them configure_<cmd>_parser.
-    configure = getattr(module, f"configure_{known.command}_parser", None) or module.configure_parser
+    configure = (
+        getattr(module, f"configure_{known.command}_parser", None) or module.configure_parser
+    )
     configure(sub_parsers[known.command])
     args = parser.parse_args(argv)
     runner = getattr(module, f"run_{known.command}", None) or module.run

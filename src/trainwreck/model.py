@@ -76,7 +76,9 @@ class Document:
                 return (1, 1)
             probe = probe[:-1]
 
-    def problem(self, path: Path_, message: str, *, key: bool = False, severity: str = "error") -> Problem:
+    def problem(
+        self, path: Path_, message: str, *, key: bool = False, severity: str = "error"
+    ) -> Problem:
         line, column = self.position(path, key=key)
         return Problem(self.file, line, column, format_path(path), message, severity)
 
@@ -118,7 +120,9 @@ def read_text(path: Path, display: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) 
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise DocumentError(Problem(display, 1, 1, "", f"cannot read file: {exc.strerror}")) from None
+        raise DocumentError(
+            Problem(display, 1, 1, "", f"cannot read file: {exc.strerror}")
+        ) from None
     if size > max_bytes:
         raise DocumentError(
             Problem(display, 1, 1, "", f"file is {size:,} bytes; the limit is {max_bytes:,} bytes")
@@ -126,7 +130,9 @@ def read_text(path: Path, display: str, *, max_bytes: int = MAX_DOCUMENT_BYTES) 
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise DocumentError(Problem(display, 1, 1, "", f"cannot read file: {exc.strerror}")) from None
+        raise DocumentError(
+            Problem(display, 1, 1, "", f"cannot read file: {exc.strerror}")
+        ) from None
     nul = raw.find(b"\x00")
     if nul >= 0:
         line, column = _offset_position(raw, nul)
@@ -175,7 +181,9 @@ def parse_yaml(text: str, display: str) -> Document:
         lines = text.splitlines()
         if line <= len(lines) and "\t" in lines[line - 1]:
             message += " (YAML is indented with spaces, not tabs)"
-        raise DocumentError(Problem(display, line, column, "", f"YAML syntax error: {message}")) from None
+        raise DocumentError(
+            Problem(display, line, column, "", f"YAML syntax error: {message}")
+        ) from None
     except yaml.YAMLError as exc:
         raise DocumentError(Problem(display, 1, 1, "", f"YAML error: {exc}")) from None
     if not nodes or nodes[0] is None:
@@ -206,8 +214,13 @@ def _check_expansion(root: yaml.Node, display: str) -> None:
             return sizes[key]
         if depth > 200:
             raise DocumentError(
-                Problem(display, node.start_mark.line + 1, node.start_mark.column + 1, "",
-                        "document nests deeper than 200 levels")
+                Problem(
+                    display,
+                    node.start_mark.line + 1,
+                    node.start_mark.column + 1,
+                    "",
+                    "document nests deeper than 200 levels",
+                )
             )
         sizes[key] = 1  # guards recursive aliases
         total = 1
@@ -246,15 +259,24 @@ def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise DocumentError(
-                    Problem(document.file, key_node.start_mark.line + 1,
-                            key_node.start_mark.column + 1, format_path(path),
-                            "YAML merge keys (<<) are not supported")
+                    Problem(
+                        document.file,
+                        key_node.start_mark.line + 1,
+                        key_node.start_mark.column + 1,
+                        format_path(path),
+                        "YAML merge keys (<<) are not supported",
+                    )
                 )
             key = _to_python(key_node, (*path, "<key>"), document)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise DocumentError(
-                    Problem(document.file, key_node.start_mark.line + 1, key_node.start_mark.column + 1,
-                            format_path(path), "mapping keys must be plain scalars")
+                    Problem(
+                        document.file,
+                        key_node.start_mark.line + 1,
+                        key_node.start_mark.column + 1,
+                        format_path(path),
+                        "mapping keys must be plain scalars",
+                    )
                 )
             key = str(key) if not isinstance(key, str) else key
             child_path = (*path, key)
@@ -262,8 +284,12 @@ def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
             if key in result:
                 first_line = document.key_positions[child_path][0]
                 raise DocumentError(
-                    Problem(document.file, *key_position, format_path(child_path),
-                            f"duplicate key '{key}' (first defined on line {first_line})")
+                    Problem(
+                        document.file,
+                        *key_position,
+                        format_path(child_path),
+                        f"duplicate key '{key}' (first defined on line {first_line})",
+                    )
                 )
             document.key_positions[child_path] = key_position
             result[key] = _to_python(value_node, child_path, document)
@@ -300,7 +326,9 @@ def validator_for(name: str, root: Path | None = None):
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def schema_problems(document: Document, schema_name: str, root: Path | None = None) -> list[Problem]:
+def schema_problems(
+    document: Document, schema_name: str, root: Path | None = None
+) -> list[Problem]:
     """Every schema violation in `document`, each at the node it concerns."""
     validator = validator_for(schema_name, root)
     problems: list[Problem] = []
