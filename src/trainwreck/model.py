@@ -333,6 +333,12 @@ def schema_problems(
     validator = validator_for(schema_name, root)
     problems: list[Problem] = []
     for error in validator.iter_errors(document.data):
+        if error.context:
+            # oneOf/anyOf: the closest alternative's complaint says more than "not valid
+            # under any of the given schemas".
+            import jsonschema.exceptions
+
+            error = jsonschema.exceptions.best_match(error.context)
         path = tuple(error.absolute_path)
         message = _schema_message(error)
         # An unknown property is best shown at its own key, not at the enclosing mapping.
@@ -347,11 +353,25 @@ def schema_problems(
     return sorted(set(problems))
 
 
+_KIND_NAMES = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number", type(None): "empty (null)"}
+
+
 def _schema_message(error: Any) -> str:
+    """jsonschema's message, made shorter and more helpful where it is not."""
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        got = _KIND_NAMES.get(type(error.instance), type(error.instance).__name__)
+        hint = ""
+        if isinstance(error.instance, bool) and "string" in str(expected):
+            hint = " (YAML reads yes/no/on/off/true/false as booleans: quote the text)"
+        return f"must be {'an' if expected[0] in 'aeiou' else 'a'} {expected}, not {got}{hint}"
     if error.validator == "pattern" and "description" in error.schema:
-        return f"{error.message} ({error.schema['description'].split('.')[0]})"
+        first = error.schema["description"].split(". ")[0].split("; ")[0].rstrip(".")
+        return f"{error.message} ({first})"
     if error.validator == "minLength" and error.validator_value == 1:
         return "must not be empty"
     return error.message

@@ -1,0 +1,295 @@
+"""`trainwreck check`: validate the knowledge base and report every problem at its line.
+
+Checks, per entry file: YAML syntax (and the hazards of untrusted YAML), the schema, the
+editor schema comment, id equals file name; across entries: unique ids, related ids exist and
+mutual relations are mutual, fingerprint rules exist; per reproduction: the notebook exists and is
+well-formed (delegated to the reproduce stage, which imports nothing heavy to do it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from trainwreck.model import (
+    Document,
+    DocumentError,
+    Entry,
+    Problem,
+    display_path,
+    entry_files,
+    load_entry,
+    load_yaml,
+    schema_problems,
+)
+
+SCHEMA_COMMENT = "# yaml-language-server: $schema=../schemas/entry.schema.json"
+
+# relation -> the relation the other entry must declare back
+RECIPROCAL = {
+    "confused-with": "confused-with",
+    "co-occurs": "co-occurs",
+    "causes": "caused-by",
+    "caused-by": "causes",
+}
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        help="entry files or folders to check (default: entries/ under --root)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    try:
+        targets = resolve_targets(root, args.paths)
+    except FileNotFoundError as exc:
+        print(f"trainwreck check: {exc}", file=sys.stderr)
+        return 2
+    problems, checked = check_entries(root, targets)
+    errors = [p for p in problems if p.severity == "error"]
+    warnings = [p for p in problems if p.severity != "error"]
+    if args.format == "json":
+        json.dump(
+            {
+                "checked": checked,
+                "errors": len(errors),
+                "warnings": len(warnings),
+                "problems": [p.to_json() for p in problems],
+            },
+            sys.stdout,
+            indent=2,
+        )
+        print()
+    else:
+        for problem in problems:
+            print(problem)
+        verdict = "clean" if not errors else f"{len(errors)} error(s)"
+        print(
+            f"checked {checked} entr{'y' if checked == 1 else 'ies'}: {verdict}"
+            + (f", {len(warnings)} warning(s)" if warnings else ""),
+            file=sys.stderr,
+        )
+    return 1 if errors else 0
+
+
+def resolve_targets(root: Path, paths: Iterable[str]) -> list[Path]:
+    """The entry files named on the command line (folders expand to their *.yaml)."""
+    paths = list(paths)
+    if not paths:
+        return entry_files(root)
+    targets: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_absolute() and not path.exists():
+            path = root / raw
+        if path.is_dir():
+            targets.extend(sorted(path.glob("*.yaml")))
+        elif path.exists():
+            targets.append(path)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {raw}")
+    return targets
+
+
+def check_entries(root: Path, targets: list[Path]) -> tuple[list[Problem], int]:
+    """All problems in `targets`, judged against every entry in the repository for links."""
+    problems: list[Problem] = []
+    checked: list[Entry] = []
+    for path in targets:
+        try:
+            entry = load_entry(path, root)
+        except DocumentError as exc:
+            problems.append(exc.problem)
+            continue
+        checked.append(entry)
+        problems.extend(entry_problems(entry, root))
+
+    # Links are judged against the whole knowledge base, not only the files named.
+    known = {entry.id: entry for entry in checked}
+    for path in entry_files(root):
+        if path.stem not in known:
+            try:
+                other = load_entry(path, root)
+            except DocumentError:
+                continue  # reported when that file itself is checked
+            known.setdefault(other.id, other)
+    problems.extend(duplicate_id_problems(checked, known))
+    problems.extend(link_problems(checked, known))
+    problems.extend(rule_reference_problems(checked, root))
+    problems.extend(reproduction_problems(checked, root))
+    return sorted(set(problems), key=_order), len(targets)
+
+
+def _order(problem: Problem) -> tuple[str, int, int, str]:
+    return (problem.file, problem.line, problem.column, problem.message)
+
+
+def entry_problems(entry: Entry, root: Path) -> list[Problem]:
+    """Problems visible from the entry file alone."""
+    document = entry.document
+    problems: list[Problem] = []
+    if not isinstance(document.data, dict):
+        return [document.problem((), "an entry must be a mapping of sections")]
+    first_line = _first_line(entry.path)
+    if first_line.strip() != SCHEMA_COMMENT:
+        problems.append(
+            Problem(document.file, 1, 1, "", f"first line must be '{SCHEMA_COMMENT}'")
+        )
+    problems.extend(schema_problems(document, "entry.schema.json", root))
+    declared = document.data.get("id")
+    if isinstance(declared, str) and declared != entry.path.stem:
+        problems.append(
+            document.problem(
+                ("id",), f"id '{declared}' does not match the file name '{entry.path.name}'"
+            )
+        )
+    problems.extend(reference_problems(document))
+    return problems
+
+
+def _first_line(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.readline()
+
+
+def reference_problems(document: Document) -> list[Problem]:
+    """URLs must be absolute http(s) URLs with a real-looking host (schema formats are lax)."""
+    problems = []
+    for index, reference in enumerate(document.data.get("references") or []):
+        if not isinstance(reference, dict) or not isinstance(reference.get("url"), str):
+            continue
+        url = reference["url"]
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if (
+            parts.scheme not in ("http", "https")
+            or "." not in host
+            or any(c.isspace() for c in url)
+        ):
+            problems.append(
+                document.problem(
+                    ("references", index, "url"), f"'{url}' is not a well-formed http(s) URL"
+                )
+            )
+    return problems
+
+
+def duplicate_id_problems(checked: list[Entry], known: dict[str, Entry]) -> list[Problem]:
+    """Two files declaring the same id (the file-name rule catches most, not copies)."""
+    by_id: dict[str, list[Entry]] = {}
+    seen_paths = set()
+    for entry in [*checked, *known.values()]:
+        if entry.path in seen_paths:
+            continue
+        seen_paths.add(entry.path)
+        declared = entry.data.get("id")
+        if isinstance(declared, str):
+            by_id.setdefault(declared, []).append(entry)
+    problems = []
+    checked_paths = {entry.path for entry in checked}
+    for declared, owners in by_id.items():
+        if len(owners) < 2:
+            continue
+        for owner in owners:
+            if owner.path not in checked_paths:
+                continue
+            others = ", ".join(o.document.file for o in owners if o is not owner)
+            problems.append(owner.document.problem(("id",), f"id '{declared}' is also used by {others}"))
+    return problems
+
+
+def link_problems(checked: list[Entry], known: dict[str, Entry]) -> list[Problem]:
+    problems = []
+    for entry in checked:
+        for index, link in enumerate(entry.related):
+            if not isinstance(link, dict):
+                continue
+            target, relation = link.get("id"), link.get("relation")
+            if not isinstance(target, str):
+                continue
+            where = ("related", index, "id")
+            if target == entry.id:
+                problems.append(entry.document.problem(where, "an entry cannot relate to itself"))
+                continue
+            other = known.get(target)
+            if other is None:
+                problems.append(
+                    entry.document.problem(where, f"related entry '{target}' does not exist")
+                )
+                continue
+            expected = RECIPROCAL.get(str(relation))
+            if expected is None:
+                continue
+            back = {
+                (str(l.get("id")), str(l.get("relation")))
+                for l in other.related
+                if isinstance(l, dict)
+            }
+            if (entry.id, expected) not in back:
+                problems.append(
+                    entry.document.problem(
+                        ("related", index, "relation"),
+                        f"'{relation}' {target} must be mutual: "
+                        f"{other.document.file} should list {{id: {entry.id}, relation: {expected}}}",
+                    )
+                )
+    return problems
+
+
+def rule_reference_problems(checked: list[Entry], root: Path) -> list[Problem]:
+    """fingerprint.rules must name rules that exist in rules/ and diagnose this entry."""
+    rules_dir = root / "rules"
+    rule_entries: dict[str, str | None] = {}
+    for path in sorted(rules_dir.glob("*.yaml")) if rules_dir.is_dir() else []:
+        try:
+            data = load_yaml(path, display_path(path, root)).data
+        except DocumentError:
+            continue  # `trainwreck compile` reports broken rules
+        if isinstance(data, dict) and isinstance(data.get("id"), str):
+            entry_id = data.get("entry")
+            rule_entries[data["id"]] = entry_id if isinstance(entry_id, str) else None
+    problems = []
+    for entry in checked:
+        fingerprint = entry.data.get("fingerprint")
+        rules = fingerprint.get("rules") if isinstance(fingerprint, dict) else None
+        for index, rule_id in enumerate(rules or []):
+            if not isinstance(rule_id, str):
+                continue
+            where = ("fingerprint", "rules", index)
+            if rule_id not in rule_entries:
+                problems.append(entry.document.problem(where, f"rule '{rule_id}' does not exist in rules/"))
+            elif rule_entries[rule_id] != entry.id:
+                problems.append(
+                    entry.document.problem(
+                        where, f"rule '{rule_id}' diagnoses '{rule_entries[rule_id]}', not this entry"
+                    )
+                )
+    return problems
+
+
+def reproduction_problems(checked: list[Entry], root: Path) -> list[Problem]:
+    """Each entry has its notebook (well-formed, with parameters) or says why it cannot."""
+    try:
+        from trainwreck.reproduce import notebook_problems
+    except ImportError:  # TEMPORARY until the reproduce stage lands
+        def notebook_problems(entry, root):
+            nb = entry.reproduction.get("notebook")
+            if nb and not (root / nb).exists():
+                return [entry.document.problem(("reproduction", "notebook"), f"notebook {nb} does not exist", severity="warning")]
+            return []
+
+    problems = []
+    for entry in checked:
+        if not isinstance(entry.data.get("reproduction"), dict):
+            continue  # the schema reports a missing or malformed reproduction
+        problems.extend(notebook_problems(entry, root))
+    return problems
