@@ -1,0 +1,1476 @@
+"""`trainwreck build` and `trainwreck serve`: publish the encyclopedia as a static site.
+
+The build chains the stages: check (entries valid) -> reproduce (notebooks, cached) -> compile
+(rules) -> pages -> `mkdocs build --strict` into site/. Pages are assembled in build/docs/: a
+copy of the hand-written docs/ plus the generated pages (one per entry with its executed
+reproduction and figures, index pages, tag pages, the rules page), so nothing generated lands
+in the source tree.
+
+The status shown for a reproduction comes from build/manifest.json and is checked against the
+current notebook source: a page never claims a run that did not happen for the source it shows.
+
+mkdocs, nbformat and the jupyter stack are imported only where used, so `import trainwreck.site`
+stays cheap and a missing extra is one clear line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime as _dt
+import functools
+import http.server
+import json
+import logging
+import os
+import re
+import shutil
+import socketserver
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainwreck.model import DocumentError, Entry, Problem, load_entries, load_yaml
+
+Progress = Callable[[str], None]
+
+CATEGORY_ORDER = ("reliability", "performance", "correctness", "infrastructure")
+CATEGORY_TEXT = {
+    "reliability": "the job crashes or hangs",
+    "performance": "the job runs slower than it should",
+    "correctness": "the job runs but learns the wrong thing",
+    "infrastructure": "the platform under the job fails",
+}
+SEVERITY_ORDER = ("critical", "high", "medium", "low")
+FRAMEWORK_LABELS = {
+    "pytorch": "PyTorch",
+    "huggingface": "Hugging Face",
+    "lightning": "Lightning",
+    "deepspeed": "DeepSpeed",
+    "megatron-lm": "Megatron-LM",
+    "torchtitan": "torchtitan",
+    "shell": "Shell",
+    "other": "Other",
+}
+RELATION_LABELS = {
+    "co-occurs": "Often seen together with",
+    "confused-with": "Easily confused with",
+    "causes": "Can cause",
+    "caused-by": "Can be caused by",
+    "see-also": "See also",
+}
+# The relation as seen from the other side, for reverse links.
+INVERSE_RELATION = {
+    "co-occurs": "co-occurs",
+    "confused-with": "confused-with",
+    "causes": "caused-by",
+    "caused-by": "causes",
+    "see-also": "see-also",
+}
+# Generated paths inside the docs dir; an entry id must not collide with them.
+RESERVED_IDS = {"index"}
+# Hand-written pages other people own; linked from the nav only when present.
+OPTIONAL_PAGES = ("rule-language.md", "probe.md")
+# Notebook output shown on a page is capped; the full executed notebook is in build/.
+MAX_OUTPUT_LINES = 60
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+class BuildError(Exception):
+    """A stage failed; the message is one line for the user."""
+
+
+# --- small text helpers ---------------------------------------------------------------------
+
+
+def _cell(text: Any) -> str:
+    """Text for a Markdown table cell: one line, pipes escaped."""
+    value = " ".join(str(text).split())
+    return value.replace("|", "\\|")
+
+
+def _fence(code: str, language: str = "", indent: str = "") -> str:
+    """A fenced code block longer than any backtick run inside `code`."""
+    code = code.rstrip("\n")
+    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    lines = [f"{ticks}{language}", *code.split("\n"), ticks]
+    return "\n".join((indent + line) if line else line for line in lines)
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join((prefix + line) if line.strip() else "" for line in text.split("\n"))
+
+
+def _para(text: Any) -> str:
+    """Author prose (Markdown allowed), trimmed."""
+    return str(text).strip()
+
+
+def _first_sentence(text: str, limit: int = 180) -> str:
+    flat = " ".join(str(text).split())
+    match = re.match(r"(.+?[.!?])(\s|$)", flat)
+    sentence = match.group(1) if match else flat
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+
+
+def _yaml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _date(iso: str | None) -> str:
+    """'2026-11-30T01:23:45+00:00' -> '2026-11-30 01:23 UTC' (or the raw text)."""
+    if not iso:
+        return "an unknown date"
+    try:
+        moment = _dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except ValueError:
+        return str(iso)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(_dt.timezone.utc)
+        return moment.strftime("%Y-%m-%d %H:%M UTC")
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+# --- reproduction status -----------------------------------------------------------------------
+
+
+@dataclass
+class Status:
+    """What the page says about the reproduction, and whether it may show the outputs."""
+
+    kind: str  # reproduced | recorded | stale | needs-gpu | not-reproducible | failed | not-run
+    label: str  # short: for index tables
+    sentence: str  # the badge text
+    admonition: str  # material admonition type
+    show_outputs: bool  # only for a run of the current source
+    record: dict[str, Any] | None = None
+
+
+def current_hashes(root: Path, entry: Entry) -> set[str]:
+    """The source hashes the current notebook would have at each scale (empty if unknown)."""
+    reproduction = entry.reproduction
+    notebook = reproduction.get("notebook")
+    if not notebook:
+        return set()
+    try:
+        from trainwreck import reproduce as _reproduce
+    except ImportError:  # pragma: no cover - reproduce is part of the package
+        return set()
+    try:
+        data = json.loads((root / notebook).read_text(encoding="utf-8"))
+        return {_reproduce.source_hash(data, reproduction, scale) for scale in _reproduce.SCALES}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return set()
+
+
+def _versions(record: dict[str, Any]) -> str:
+    versions = record.get("versions") or {}
+    parts = []
+    if versions.get("python"):
+        parts.append(f"Python {versions['python']}")
+    if versions.get("torch"):
+        parts.append(f"torch {versions['torch']}")
+    if versions.get("cuda"):
+        parts.append(f"CUDA {versions['cuda']}")
+    return ", ".join(parts)
+
+
+def status_for(entry: Entry, record: dict[str, Any] | None, hashes: set[str]) -> Status:
+    """The honest status of an entry's reproduction.
+
+    `record` is the entry's manifest record (or None) and `hashes` the source hashes of the
+    current notebook: a record whose hash is not among them ran an older notebook and is stale.
+    """
+    reproduction = entry.reproduction
+    if "not_reproducible" in reproduction:
+        reason = " ".join(str(reproduction["not_reproducible"]).split())
+        return Status(
+            "not-reproducible",
+            "not reproducible",
+            f"Not reproducible: {reason}",
+            "info",
+            False,
+        )
+    device = str(reproduction.get("device") or "cpu")
+    if record is None:
+        if device == "gpu":
+            return Status(
+                "needs-gpu",
+                "needs a GPU",
+                "Not yet reproduced: needs a GPU, and no GPU recording of this notebook exists yet.",
+                "warning",
+                False,
+            )
+        return Status(
+            "not-run",
+            "not yet run",
+            "Not yet reproduced: this build has no run of the notebook "
+            "(run `trainwreck build` without `--no-reproduce`).",
+            "warning",
+            False,
+        )
+    status = record.get("status")
+    digest = record.get("source_hash")
+    current = not hashes or digest in hashes
+    host = record.get("host") or {}
+    versions = _versions(record)
+    with_versions = f" with {versions}" if versions else ""
+    when = _date(record.get("started"))
+    if status in ("passed", "recorded-gpu") and not current:
+        return Status(
+            "stale",
+            "stale",
+            "Stale: the recorded run is for an older version of the notebook; "
+            "its outputs are not shown.",
+            "warning",
+            False,
+            record,
+        )
+    if status == "passed":
+        where = host.get("gpu") if device == "gpu" and host.get("gpu") else host.get("cpu")
+        where = where or "an unknown host"
+        return Status(
+            "reproduced",
+            "reproduced",
+            f"Reproduced on {where} on {when}{with_versions}; fingerprint asserted.",
+            "success",
+            True,
+            record,
+        )
+    if status == "recorded-gpu":
+        gpu = host.get("gpu") or "an unknown GPU"
+        driver = f", driver {host['driver']}" if host.get("driver") else ""
+        return Status(
+            "recorded",
+            "recorded on GPU",
+            f"Recorded on GPU {gpu} on {when}{with_versions}{driver}; fingerprint asserted.",
+            "success",
+            True,
+            record,
+        )
+    if status == "stale":
+        return Status(
+            "stale",
+            "stale",
+            "Stale: the recorded run is for an older version of the notebook; "
+            "its outputs are not shown.",
+            "warning",
+            False,
+            record,
+        )
+    if status == "skipped-needs-gpu":
+        return Status(
+            "needs-gpu",
+            "needs a GPU",
+            "Not yet reproduced: needs a GPU, and no GPU recording of this notebook exists yet.",
+            "warning",
+            False,
+            record,
+        )
+    if status == "failed":
+        error = record.get("error") or {}
+        cell = error.get("cell")
+        where_failed = f" at cell {cell}" if isinstance(cell, int) and cell >= 0 else ""
+        message = _first_sentence(str(error.get("message") or "unknown error"), 200)
+        return Status(
+            "failed",
+            "failed",
+            f"Failed: the last run{where_failed} on {when} failed: {message}",
+            "failure",
+            False,
+            record,
+        )
+    return Status(
+        "not-run",
+        "not yet run",
+        f"Not yet reproduced (manifest status {status!r}).",
+        "warning",
+        False,
+        record,
+    )
+
+
+# --- notebooks ---------------------------------------------------------------------------------
+
+
+@dataclass
+class RenderedNotebook:
+    markdown: str
+    figures: list[str] = field(default_factory=list)  # file names written next to the page
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _demote_headings(markdown: str, levels: int = 2) -> str:
+    """Notebook headings sit under the page's own sections: '# A' becomes '### A'."""
+    out = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        stripped = line.lstrip()
+        marker = re.match(r"(`{3,}|~{3,})", stripped)
+        if marker:
+            if fence is None:
+                fence = marker.group(1)[0]
+            elif stripped.startswith(fence):
+                fence = None
+        if fence is None and re.match(r"#{1,6}\s", line):
+            hashes = len(line) - len(line.lstrip("#"))
+            line = "#" * min(6, hashes + levels) + line[hashes:]
+        out.append(line)
+    return "\n".join(out)
+
+
+def _clip(text: str, max_lines: int = MAX_OUTPUT_LINES) -> str:
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) <= max_lines:
+        return "\n".join(lines)
+    head = max_lines * 2 // 3
+    tail = max_lines - head
+    omitted = len(lines) - head - tail
+    return "\n".join([*lines[:head], f"... ({omitted} lines omitted) ...", *lines[-tail:]])
+
+
+def _text(data: Any) -> str:
+    return "".join(data) if isinstance(data, list) else str(data)
+
+
+def render_notebook(
+    notebook: dict[str, Any], out_dir: Path, *, prefix: str, show_outputs: bool
+) -> RenderedNotebook:
+    """Markdown for a notebook: its prose, its code, and (when `show_outputs`) its outputs.
+
+    Figures become PNG/SVG files in `out_dir` named `<prefix>-<n>.<ext>`, referenced relative
+    to a page in the same folder.
+    """
+    parts: list[str] = []
+    figures: list[str] = []
+    for cell in notebook.get("cells", []):
+        if not isinstance(cell, dict):
+            continue
+        kind = cell.get("cell_type")
+        source = _source(cell)
+        if kind == "markdown":
+            text = source
+            for name, bundle in (cell.get("attachments") or {}).items():
+                for mime, ext in (("image/png", "png"), ("image/jpeg", "jpg")):
+                    if mime in bundle:
+                        figure = f"{prefix}-attachment-{len(figures) + 1}.{ext}"
+                        (out_dir / figure).write_bytes(base64.b64decode(_text(bundle[mime])))
+                        figures.append(figure)
+                        text = text.replace(f"attachment:{name}", figure)
+                        break
+            parts.append(_demote_headings(text.strip()))
+            continue
+        if kind != "code" or not source.strip():
+            continue
+        tags = (cell.get("metadata") or {}).get("tags") or []
+        if "injected-parameters" in tags:
+            if not show_outputs:
+                continue  # only an executed notebook has an injected cell
+            parts.append("*Parameters injected by `trainwreck reproduce` for this run:*")
+        elif "parameters" in tags:
+            parts.append("*Parameters (the runner overrides these):*")
+        if source.startswith("# hidden") or "trainwreck-hidden" in tags:
+            continue
+        parts.append(_fence(source, "python"))
+        if not show_outputs:
+            continue
+        parts += _render_outputs(cell.get("outputs") or [], out_dir, prefix, figures)
+    return RenderedNotebook("\n\n".join(p for p in parts if p.strip()), figures)
+
+
+def _render_outputs(
+    outputs: list[Any], out_dir: Path, prefix: str, figures: list[str]
+) -> list[str]:
+    """Markdown for one code cell's outputs; figures are written to `out_dir`."""
+    parts: list[str] = []
+    stream: list[str] = []
+
+    def flush_stream() -> None:
+        if stream:
+            text = _clip(ANSI_RE.sub("", "".join(stream)))
+            if text.strip():
+                parts.append(_fence(text, "text"))
+            stream.clear()
+
+    for output in outputs:
+        if not isinstance(output, dict):
+            continue
+        output_type = output.get("output_type")
+        if output_type == "stream":
+            stream.append(_text(output.get("text", "")))
+            continue
+        flush_stream()
+        if output_type in ("display_data", "execute_result"):
+            data = output.get("data") or {}
+            if "image/png" in data:
+                figure = f"{prefix}-{len(figures) + 1}.png"
+                (out_dir / figure).write_bytes(base64.b64decode(_text(data["image/png"])))
+                figures.append(figure)
+                parts.append(f"![Figure {len(figures)} of the executed reproduction]({figure})")
+            elif "image/svg+xml" in data:
+                figure = f"{prefix}-{len(figures) + 1}.svg"
+                (out_dir / figure).write_text(_text(data["image/svg+xml"]), encoding="utf-8")
+                figures.append(figure)
+                parts.append(f"![Figure {len(figures)} of the executed reproduction]({figure})")
+            elif "text/plain" in data:
+                text = _clip(ANSI_RE.sub("", _text(data["text/plain"])))
+                # matplotlib's "<Figure size 640x480 with 1 Axes>" repr says nothing to a reader.
+                if text.strip() and not re.fullmatch(r"<Figure size .*>", text.strip()):
+                    parts.append(_fence(text, "text"))
+        elif output_type == "error":
+            trace = "\n".join(output.get("traceback") or []) or (
+                f"{output.get('ename')}: {output.get('evalue')}"
+            )
+            parts.append(_fence(_clip(ANSI_RE.sub("", trace)), "text"))
+    flush_stream()
+    return parts
+
+
+# --- rules ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rule:
+    id: str
+    file: str
+    data: dict[str, Any]
+    text: str
+
+
+def load_rules(root: Path) -> list[Rule]:
+    """Every rule that parses (compile has already reported the ones that do not)."""
+    rules = []
+    for path in sorted((root / "rules").glob("*.yaml")):
+        try:
+            document = load_yaml(path, f"rules/{path.name}")
+        except DocumentError:
+            continue
+        if isinstance(document.data, dict):
+            rules.append(
+                Rule(
+                    str(document.data.get("id") or path.stem),
+                    f"rules/{path.name}",
+                    document.data,
+                    path.read_text(encoding="utf-8"),
+                )
+            )
+    return rules
+
+
+def _describe_matcher(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return "matcher"
+    if "regex" in spec:
+        return f"regular expression `{_cell(spec['regex']).replace('`', '')}`"
+    if "json" in spec:
+        fields = ", ".join(f"{k} = {v}" for k, v in (spec.get("json") or {}).items())
+        return f"JSON lines where {fields}" if fields else "JSON lines"
+    if "block" in spec:
+        block = spec.get("block") or {}
+        start = _cell(block.get("start", "")).replace("`", "")
+        end = _cell(block.get("end", "")).replace("`", "")
+        return f"a block of lines from `{start}` to `{end}`"
+    return ", ".join(sorted(spec))
+
+
+def _describe_detector(spec: Any) -> str:
+    if not isinstance(spec, dict) or not spec:
+        return "detector"
+    kind, options = next(iter(spec.items()))
+    if isinstance(options, dict):
+        settings = ", ".join(f"{k}: {v}" for k, v in options.items())
+        return f"`{kind}` ({_cell(settings)})"
+    return f"`{kind}`"
+
+
+def render_rule(rule: Rule, *, link_entry: str | None = None) -> str:
+    data = rule.data
+    lines = [f"### {_para(data.get('title') or rule.id)}", ""]
+    meta = f"Rule `{rule.id}` in `{rule.file}`"
+    if isinstance(data.get("confidence"), (int, float)):
+        meta += f", confidence {data['confidence']:.2f} when its condition holds"
+    if link_entry:
+        meta += f"; diagnoses [{link_entry}]"
+    lines += [meta + ".", ""]
+    if data.get("description"):
+        lines += [_para(data["description"]), ""]
+    if data.get("condition"):
+        lines += ["It reports a finding when this condition holds:", ""]
+        lines += [_fence(str(data["condition"]).strip(), "text"), ""]
+    rows = []
+    for name, spec in (data.get("matchers") or {}).items():
+        rows.append(f"| `{name}` | matcher | {_describe_matcher(spec)} |")
+    for name, spec in (data.get("series") or {}).items():
+        if isinstance(spec, dict):
+            what = f"per-rank series of `{spec.get('value')}` from `{spec.get('matcher')}`"
+        else:
+            what = "series"
+        rows.append(f"| `{name}` | series | {_cell(what)} |")
+    for name, spec in (data.get("detectors") or {}).items():
+        rows.append(f"| `{name}` | detector | {_describe_detector(spec)} |")
+    if rows:
+        lines += ["| Part | Kind | What it looks for |", "|---|---|---|", *rows, ""]
+    lines += [
+        f'??? note "The rule\'s source: {rule.file}"',
+        "",
+        _fence(rule.text, "yaml", indent="    "),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- entry pages -----------------------------------------------------------------------------
+
+
+def _steps(steps: Iterable[Any]) -> str:
+    out = []
+    for number, step in enumerate(steps, 1):
+        if isinstance(step, dict):
+            out.append(f"{number}. {_para(step.get('do', ''))}")
+            if step.get("code"):
+                out += ["", _fence(str(step["code"]), str(step.get("language") or ""), "    "), ""]
+        else:
+            out.append(f"{number}. {_para(step)}")
+    return "\n".join(out)
+
+
+def _tier(label: str, tier: dict[str, Any]) -> str:
+    lines = [f"### {label}: {_para(tier.get('title', ''))}", ""]
+    if tier.get("when"):
+        lines += [f"**When:** {_para(tier['when'])}", ""]
+    lines += [_steps(tier.get("steps") or []), ""]
+    if tier.get("cost"):
+        lines += [f"**Cost:** {_para(tier['cost'])}", ""]
+    return "\n".join(lines)
+
+
+@dataclass
+class RelatedLink:
+    id: str
+    relation: str
+    note: str | None
+    reverse: bool  # only the other entry names this relation
+
+
+def related_links(entries: list[Entry]) -> dict[str, list[RelatedLink]]:
+    """Each entry's related entries, both the ones it names and the ones that name it."""
+    known = {e.id for e in entries}
+    links: dict[str, list[RelatedLink]] = {e.id: [] for e in entries}
+    seen: set[tuple[str, str]] = set()
+    for entry in entries:
+        for item in entry.related:
+            if not isinstance(item, dict) or item.get("id") not in known:
+                continue
+            links[entry.id].append(
+                RelatedLink(item["id"], str(item.get("relation")), item.get("note"), False)
+            )
+            seen.add((entry.id, item["id"]))
+    for entry in entries:
+        for item in entry.related:
+            if not isinstance(item, dict) or item.get("id") not in known:
+                continue
+            other = item["id"]
+            if (other, entry.id) in seen or other == entry.id:
+                continue
+            relation = INVERSE_RELATION.get(str(item.get("relation")), "see-also")
+            links[other].append(RelatedLink(entry.id, relation, item.get("note"), True))
+            seen.add((other, entry.id))
+    return links
+
+
+def render_reproduction(
+    root: Path,
+    entry: Entry,
+    status: Status,
+    page_dir: Path,
+) -> tuple[str, int]:
+    """The reproduction section and the number of figures written next to the page."""
+    lines = ["## Reproduction", ""]
+    lines += [f'!!! {status.admonition} "Status"', "", f"    {status.sentence}", ""]
+    reproduction = entry.reproduction
+    notebook_path = reproduction.get("notebook")
+    if not notebook_path:
+        return "\n".join(lines), 0
+    if reproduction.get("note"):
+        lines += [_para(reproduction["note"]), ""]
+    lines += [
+        "Run it yourself from a clone of the repository:",
+        "",
+        _fence(
+            "pip install -e '.[repro]'\n"
+            f"trainwreck reproduce {entry.id}            # runs {notebook_path}, asserts the fingerprint\n"
+            f"jupyter lab {notebook_path}   # or step through it",
+            "bash",
+        ),
+        "",
+    ]
+    record = status.record or {}
+    source: dict[str, Any] | None = None
+    if status.show_outputs and record.get("executed"):
+        with contextlib.suppress(OSError, ValueError):
+            source = json.loads((root / record["executed"]).read_text(encoding="utf-8"))
+    shown_outputs = source is not None
+    if source is None:
+        with contextlib.suppress(OSError, ValueError):
+            source = json.loads((root / notebook_path).read_text(encoding="utf-8"))
+    if source is None:
+        lines += [f"The notebook `{notebook_path}` could not be read.", ""]
+        return "\n".join(lines), 0
+    rendered = render_notebook(source, page_dir, prefix="figure", show_outputs=shown_outputs)
+    figures = list(rendered.figures)
+    if shown_outputs:
+        lines += ["### The executed notebook", ""]
+        lines += [
+            "Below is the notebook as it ran for the status above: its code, its printed "
+            "output and its figures.",
+            "",
+        ]
+    else:
+        lines += ["### The notebook", ""]
+        lines += [
+            "The notebook's source is shown without outputs: there is no run of this exact "
+            "source to show.",
+            "",
+        ]
+    lines += [rendered.markdown, ""]
+    if shown_outputs:
+        lines += _evidence_section(root, record, page_dir, figures)
+    return "\n".join(lines), len(figures)
+
+
+def _evidence_section(
+    root: Path, record: dict[str, Any], page_dir: Path, figures: list[str]
+) -> list[str]:
+    evidence = record.get("evidence") or {}
+    lines: list[str] = []
+    metrics = evidence.get("metrics")
+    if metrics:
+        with contextlib.suppress(OSError, ValueError):
+            values = json.loads((root / metrics).read_text(encoding="utf-8"))
+            lines += [
+                "### Measured fingerprint",
+                "",
+                f"The run wrote these numbers to `{metrics}`:",
+                "",
+                _fence(_clip(json.dumps(values, indent=2), 80), "json"),
+                "",
+            ]
+    logs = evidence.get("logs") or {}
+    if logs.get("broken") or logs.get("fixed"):
+        lines += ["### Training logs written by the run", ""]
+        lines += [
+            "The broken and fixed runs' logs are regression tests of the detection rules: "
+            "the rules must diagnose the broken log as this failure and the fixed log as clean.",
+            "",
+        ]
+        for side in ("broken", "fixed"):
+            for log in (logs.get(side) or [])[:1]:
+                with contextlib.suppress(OSError):
+                    text = (root / log).read_text(encoding="utf-8", errors="replace")
+                    lines += [
+                        f"First lines of `{log}` ({side} run):",
+                        "",
+                        _fence(_clip(ANSI_RE.sub("", text), 12), "text"),
+                        "",
+                    ]
+    if not figures:
+        for figure_path in evidence.get("figures") or []:
+            source = root / figure_path
+            if source.is_file():
+                name = f"evidence-{len(figures) + 1}{source.suffix}"
+                shutil.copyfile(source, page_dir / name)
+                figures.append(name)
+                lines += [f"![Figure {len(figures)} written by the run]({name})", ""]
+    return lines
+
+
+def render_entry(
+    root: Path,
+    entry: Entry,
+    *,
+    status: Status,
+    rules: list[Rule],
+    related: list[RelatedLink],
+    titles: dict[str, str],
+    page_dir: Path,
+) -> tuple[str, int]:
+    """The Markdown page of one entry (and its figures written into `page_dir`)."""
+    d = entry.data
+    out: list[str] = [
+        "---",
+        f"title: {_yaml_string(entry.title)}",
+        f"description: {_yaml_string(_first_sentence(d.get('summary', entry.title), 300))}",
+        "---",
+        "",
+        f"# {entry.title}",
+        "",
+    ]
+    chips = [
+        f'<span class="tw-chip tw-category">{d.get("category", "")}</span>',
+        f'<span class="tw-chip tw-severity tw-severity-{d.get("severity", "")}">'
+        f"severity: {d.get('severity', '')}</span>",
+        f'<span class="tw-chip tw-status">{d.get("status", "")}</span>',
+        f'<span class="tw-chip tw-repro tw-repro-{status.kind}">{status.label}</span>',
+    ]
+    tags = " ".join(f"[#{t}](../../tags/{t}.md){{ .tw-tag }}" for t in d.get("tags") or [])
+    out += [" ".join(chips), "", f"Tags: {tags}" if tags else "", ""]
+    out += ['!!! abstract "Quick answer"', "", _indent(_para(d.get("summary", ""))), ""]
+    out += [f"**Reproduction:** {status.sentence} ([details](#reproduction))", ""]
+
+    if d.get("symptoms"):
+        out += ["## Symptoms", "", "| What you observe | Why it happens |", "|---|---|"]
+        for symptom in d["symptoms"]:
+            out.append(
+                f"| {_cell(symptom.get('observed', ''))} | {_cell(symptom.get('why', ''))} |"
+            )
+        out.append("")
+
+    if d.get("confirm"):
+        out += ["## Confirm it", "", "Work through these checks before applying a fix:", ""]
+        for item in d["confirm"]:
+            out.append(f"- [ ] **{_cell(item.get('check', ''))}**")
+            if item.get("code"):
+                out += ["", _fence(str(item["code"]), str(item.get("language") or ""), "    "), ""]
+            out.append(f"    Expect: {_cell(item.get('expect', ''))}")
+            out.append("")
+
+    fix = d.get("fix") or {}
+    if fix:
+        out += ["## Fix", ""]
+        for key, label in (
+            ("primary", "Primary fix"),
+            ("fallback", "Fallback"),
+            ("emergency", "Emergency mitigation"),
+        ):
+            if isinstance(fix.get(key), dict):
+                out.append(_tier(label, fix[key]))
+        if fix.get("verify"):
+            out += ["### Verify the fix", "", _steps(fix["verify"]), ""]
+
+    if d.get("code_examples"):
+        out += ["## Code examples", ""]
+        for example in d["code_examples"]:
+            label = FRAMEWORK_LABELS.get(
+                str(example.get("framework")), str(example.get("framework"))
+            )
+            if example.get("title"):
+                label = f"{label}: {example['title']}"
+            body = [
+                _fence(str(example.get("code", "")), str(example.get("language") or "python")),
+                "",
+                f"**Why it works:** {_para(example.get('why', ''))}",
+            ]
+            out += [f'=== "{label.replace(chr(34), chr(39))}"', "", _indent("\n".join(body)), ""]
+
+    scale = d.get("scale") or {}
+    if scale:
+        out += ["## At scale", ""]
+        for key, label in (
+            ("single_gpu", "One GPU or one process"),
+            ("multi_gpu", "One node, several GPUs"),
+            ("large_scale", "Hundreds or thousands of GPUs"),
+        ):
+            if scale.get(key):
+                out += [f"**{label}.** {_para(scale[key])}", ""]
+
+    if d.get("prevention"):
+        out += ["## Prevention", "", *[f"- {_para(p)}" for p in d["prevention"]], ""]
+
+    if d.get("mechanism") or d.get("root_causes"):
+        out += ["## How it happens", ""]
+        if d.get("mechanism"):
+            out += [_para(d["mechanism"]), ""]
+        if d.get("root_causes"):
+            out += ["**Root causes:**", "", *[f"- {_para(c)}" for c in d["root_causes"]], ""]
+
+    fingerprint = d.get("fingerprint") or {}
+    out += ["## Detection", ""]
+    if fingerprint.get("signal"):
+        out += [f"**Fingerprint.** {_para(fingerprint['signal'])}", ""]
+    if fingerprint.get("thresholds"):
+        out += ["| Metric | Indicates this failure | Why this threshold |", "|---|---|---|"]
+        for threshold in fingerprint["thresholds"]:
+            out.append(
+                f"| {_cell(threshold.get('metric', ''))} | {_cell(threshold.get('value', ''))} "
+                f"| {_cell(threshold.get('note', ''))} |"
+            )
+        out.append("")
+    out += [
+        "Diagnose your own logs offline (nothing leaves your machine):",
+        "",
+        _fence(
+            "pip install trainwreck\n"
+            "trainwreck diagnose path/to/logs/          # a file, a folder of per-rank logs, a glob, or -\n"
+            "trainwreck diagnose --format json run.log  # for scripts",
+            "bash",
+        ),
+        "",
+    ]
+    if rules:
+        out += [
+            f"The {'rule' if len(rules) == 1 else f'{len(rules)} rules'} below detect this "
+            "failure in training logs.",
+            "",
+        ]
+        out += [render_rule(rule) for rule in rules]
+    else:
+        out += ["No detection rule covers this failure yet.", ""]
+
+    reproduction, figure_count = render_reproduction(root, entry, status, page_dir)
+    out += [reproduction, ""]
+
+    if d.get("affected_systems"):
+        out += ["## Affected systems", "", *[f"- {_para(s)}" for s in d["affected_systems"]], ""]
+
+    if d.get("faq"):
+        out += ["## FAQ", ""]
+        for item in d["faq"]:
+            out += [f"**{_para(item.get('q', ''))}**", "", _para(item.get("a", "")), ""]
+
+    if d.get("references"):
+        out += ["## References", ""]
+        for ref in d["references"]:
+            out.append(
+                f"- [{_cell(ref.get('title', ref.get('url')))}]({ref.get('url')}) ({ref.get('kind')})"
+            )
+        out.append("")
+
+    if related:
+        out += ["## Related failures", ""]
+        for link in related:
+            label = RELATION_LABELS.get(link.relation, link.relation)
+            title = titles.get(link.id, link.id)
+            line = f"- {label}: [{_cell(title)}](../{link.id}/index.md)"
+            if link.note:
+                line += f": {_para(link.note)}"
+            elif link.reverse:
+                line += " (linked from that entry)"
+            out.append(line)
+        out.append("")
+
+    out += [
+        "---",
+        "",
+        f"*Entry `{entry.id}` · created {d.get('created', '?')} · updated {d.get('updated', '?')} · "
+        f"source `entries/{entry.id}.yaml`*",
+        "",
+    ]
+    return "\n".join(out), figure_count
+
+
+# --- index pages -------------------------------------------------------------------------------
+
+
+def _entry_row(entry: Entry, status: Status, prefix: str) -> str:
+    d = entry.data
+    return (
+        f"| [{_cell(entry.title)}]({prefix}{entry.id}/index.md) | {d.get('severity', '')} "
+        f"| {status.label} | {_cell(_first_sentence(d.get('summary', '')))} |"
+    )
+
+
+def render_indexes(
+    entries: list[Entry], statuses: dict[str, Status], rules: list[Rule]
+) -> dict[str, str]:
+    """Generated pages other than entry pages, keyed by their path in the docs dir."""
+    pages: dict[str, str] = {}
+    by_category: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_category.setdefault(str(entry.data.get("category", "other")), []).append(entry)
+    ordered = [c for c in CATEGORY_ORDER if c in by_category] + sorted(
+        c for c in by_category if c not in CATEGORY_ORDER
+    )
+    counts = {kind: 0 for kind in ("reproduced", "recorded")}
+    for status in statuses.values():
+        if status.kind in counts:
+            counts[status.kind] += 1
+    lines = [
+        "# All failures",
+        "",
+        f"{len(entries)} failure{'s' if len(entries) != 1 else ''} in "
+        f"{len(ordered)} categor{'y' if len(ordered) == 1 else 'ies'}; "
+        f"{counts['reproduced']} reproduced by a notebook in this build, "
+        f"{counts['recorded']} recorded on a GPU. "
+        "See also the lists [by severity](../by-severity.md) and [by tag](../tags/index.md).",
+        "",
+    ]
+    for category in ordered:
+        lines += [
+            f"## {category.capitalize()}",
+            "",
+            f"*{CATEGORY_TEXT.get(category, '')}*" if category in CATEGORY_TEXT else "",
+            "",
+            "| Failure | Severity | Reproduction | Quick answer |",
+            "|---|---|---|---|",
+        ]
+        lines += [_entry_row(e, statuses[e.id], "") for e in by_category[category]]
+        lines.append("")
+    pages["entries/index.md"] = "\n".join(lines)
+
+    lines = ["# Failures by severity", ""]
+    for severity in SEVERITY_ORDER:
+        group = [e for e in entries if e.data.get("severity") == severity]
+        if not group:
+            continue
+        lines += [
+            f"## {severity.capitalize()}",
+            "",
+            "| Failure | Severity | Reproduction | Quick answer |",
+            "|---|---|---|---|",
+            *[_entry_row(e, statuses[e.id], "entries/") for e in group],
+            "",
+        ]
+    pages["by-severity.md"] = "\n".join(lines)
+
+    tags: dict[str, list[Entry]] = {}
+    for entry in entries:
+        for tag in entry.data.get("tags") or []:
+            tags.setdefault(str(tag), []).append(entry)
+    lines = ["# Tags", "", "| Tag | Failures |", "|---|---|"]
+    for tag in sorted(tags):
+        lines.append(f"| [{tag}]({tag}.md) | {len(tags[tag])} |")
+        pages[f"tags/{tag}.md"] = "\n".join(
+            [
+                f"# Tag: {tag}",
+                "",
+                "| Failure | Severity | Reproduction | Quick answer |",
+                "|---|---|---|---|",
+                *[_entry_row(e, statuses[e.id], "../entries/") for e in tags[tag]],
+                "",
+                "[All tags](index.md)",
+                "",
+            ]
+        )
+    pages["tags/index.md"] = "\n".join([*lines, ""])
+
+    titles = {e.id: e.title for e in entries}
+    lines = [
+        "# Detection rules",
+        "",
+        f"{len(rules)} rule{'s' if len(rules) != 1 else ''} that `trainwreck diagnose` runs over "
+        "training logs. Each names the failure it diagnoses; the rule language is documented in "
+        "[the rule language reference](rule-language.md).",
+        "",
+        "| Rule | Diagnoses | Confidence | What it sees |",
+        "|---|---|---|---|",
+    ]
+    for rule in rules:
+        entry_id = str(rule.data.get("entry", ""))
+        target = (
+            f"[{_cell(titles[entry_id])}](entries/{entry_id}/index.md)"
+            if entry_id in titles
+            else f"`{entry_id}`"
+        )
+        confidence = rule.data.get("confidence")
+        confidence_text = f"{confidence:.2f}" if isinstance(confidence, (int, float)) else ""
+        lines.append(
+            f"| `{rule.id}` | {target} | {confidence_text} | {_cell(rule.data.get('title', ''))} |"
+        )
+    lines.append("")
+    pages["rules.md"] = "\n".join(lines)
+    return pages
+
+
+# --- assembling the docs dir -------------------------------------------------------------------------
+
+
+@dataclass
+class Pages:
+    entries: int = 0
+    indexes: int = 0
+    figures: int = 0
+    statuses: dict[str, Status] = field(default_factory=dict)
+    nav: list[Any] = field(default_factory=list)
+    html_pages: int = 0
+
+
+def _manifest_records(manifest: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    for record in (manifest or {}).get("notebooks", []) or []:
+        if isinstance(record, dict) and isinstance(record.get("id"), str):
+            records[record["id"]] = record
+    return records
+
+
+def generate_docs(
+    root: Path,
+    docs_out: Path,
+    entries: list[Entry],
+    manifest: dict[str, Any] | None,
+    rules: list[Rule],
+) -> Pages:
+    """Copy docs/ into `docs_out` and write every generated page there."""
+    for entry in entries:
+        if entry.id in RESERVED_IDS:
+            raise BuildError(
+                f"entries/{entry.id}.yaml: the id '{entry.id}' is reserved by the site"
+            )
+    if docs_out.exists():
+        shutil.rmtree(docs_out)
+    source_docs = root / "docs"
+    if source_docs.is_dir():
+        shutil.copytree(source_docs, docs_out)
+    else:
+        docs_out.mkdir(parents=True)
+    for name in OPTIONAL_PAGES:
+        # Hand-written pages that link here must not break the strict build while the page is
+        # being written; the stub says so plainly and stays out of the nav.
+        if not (docs_out / name).exists():
+            title = name.removesuffix(".md").replace("-", " ").capitalize()
+            (docs_out / name).write_text(
+                f"# {title}\n\nThis page has not been written yet.\n", encoding="utf-8"
+            )
+
+    records = _manifest_records(manifest)
+    pages = Pages()
+    links = related_links(entries)
+    titles = {e.id: e.title for e in entries}
+    rules_by_entry: dict[str, list[Rule]] = {}
+    for rule in rules:
+        rules_by_entry.setdefault(str(rule.data.get("entry")), []).append(rule)
+    for entry in entries:
+        named = (entry.data.get("fingerprint") or {}).get("rules") or []
+        mine = rules_by_entry.get(entry.id, [])
+        extra = [r for r in rules if r.id in named and r not in mine]
+        rules_by_entry[entry.id] = [*mine, *extra]
+        status = status_for(entry, records.get(entry.id), current_hashes(root, entry))
+        pages.statuses[entry.id] = status
+        page_dir = docs_out / "entries" / entry.id
+        page_dir.mkdir(parents=True, exist_ok=True)
+        text, figures = render_entry(
+            root,
+            entry,
+            status=status,
+            rules=rules_by_entry[entry.id],
+            related=links[entry.id],
+            titles=titles,
+            page_dir=page_dir,
+        )
+        (page_dir / "index.md").write_text(text, encoding="utf-8")
+        pages.entries += 1
+        pages.figures += figures
+    for path, text in render_indexes(entries, pages.statuses, rules).items():
+        target = docs_out / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        pages.indexes += 1
+    pages.nav = _entry_nav(entries)
+    return pages
+
+
+def _entry_nav(entries: list[Entry]) -> list[Any]:
+    """The 'Failures' section: the index pages, then each category's entries."""
+    section: list[Any] = [
+        {"All failures": "entries/index.md"},
+        {"By severity": "by-severity.md"},
+        {"Tags": "tags/index.md"},
+        {"Detection rules": "rules.md"},
+    ]
+    by_category: dict[str, list[Entry]] = {}
+    for entry in sorted(entries, key=lambda e: e.title.lower()):
+        by_category.setdefault(str(entry.data.get("category", "other")), []).append(entry)
+    ordered = [c for c in CATEGORY_ORDER if c in by_category] + sorted(
+        c for c in by_category if c not in CATEGORY_ORDER
+    )
+    for category in ordered:
+        section.append(
+            {
+                category.capitalize(): [
+                    {e.title: f"entries/{e.id}/index.md"} for e in by_category[category]
+                ]
+            }
+        )
+    return section
+
+
+def _nav_file(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and len(item) == 1:
+        value = next(iter(item.values()))
+        return value if isinstance(value, str) else None
+    return None
+
+
+def compose_nav(
+    base: list[Any] | None, failures: list[Any], docs_dir: Path, *, top: bool = True
+) -> list[Any]:
+    """mkdocs.yml's nav with its 'entries/index.md' item expanded into the Failures section,
+    and hand-written pages that are not there (yet) left out."""
+    nav: list[Any] = []
+    placed = False
+    for item in base or [{"Home": "index.md"}]:
+        target = _nav_file(item)
+        if target == "entries/index.md":
+            title = next(iter(item)) if isinstance(item, dict) else "Failures"
+            nav.append({title: failures})
+            placed = True
+            continue
+        if (
+            isinstance(item, dict)
+            and len(item) == 1
+            and isinstance(next(iter(item.values())), list)
+        ):
+            title, children = next(iter(item.items()))
+            kept = compose_nav(children, failures, docs_dir, top=False) if children else []
+            if kept:
+                nav.append({title: kept})
+            continue
+        if target and "://" not in target:
+            generated_stub = target in OPTIONAL_PAGES and not _has_real_page(docs_dir, target)
+            if not (docs_dir / target).exists() or generated_stub:
+                continue
+        nav.append(item)
+    if top and not placed and failures:
+        nav.insert(min(1, len(nav)), {"Failures": failures})
+    return nav
+
+
+def _has_real_page(docs_dir: Path, name: str) -> bool:
+    path = docs_dir / name
+    return path.exists() and "This page has not been written yet." not in path.read_text(
+        encoding="utf-8"
+    )
+
+
+# --- mkdocs -------------------------------------------------------------------------------------
+
+
+class _Collect(logging.Handler):
+    """Collects mkdocs' warnings and errors (strict: any of them fails the build)."""
+
+    def __init__(self, echo: Progress | None) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self.echo = echo
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = " ".join(record.getMessage().split())
+        self.messages.append(f"{record.levelname.lower()}: {message}")
+        if self.echo:
+            self.echo(f"mkdocs {record.levelname.lower()}: {message}")
+
+
+def run_mkdocs(root: Path, docs_dir: Path, site_dir: Path, failures_nav: list[Any]) -> int:
+    """`mkdocs build --strict` of `docs_dir` with mkdocs.yml's settings; returns HTML pages."""
+    try:
+        from mkdocs import exceptions as mkdocs_exceptions
+        from mkdocs.commands.build import build as mkdocs_build
+        from mkdocs.config import load_config
+    except ImportError:
+        raise BuildError(
+            "the site needs mkdocs and mkdocs-material: pip install 'trainwreck[site]'"
+        ) from None
+    config_file = root / "mkdocs.yml"
+    if not config_file.is_file():
+        raise BuildError(f"{config_file}: no mkdocs.yml")
+    collector = _Collect(echo=lambda line: print(f"  {line}", file=sys.stderr))
+    logger = logging.getLogger("mkdocs")
+    logger.addHandler(collector)
+    previous_level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        base = load_config(str(config_file), docs_dir=str(docs_dir), site_dir=str(site_dir))
+        nav = compose_nav(base.get("nav"), failures_nav, docs_dir)
+        config = load_config(
+            str(config_file),
+            docs_dir=str(docs_dir),
+            site_dir=str(site_dir),
+            strict=True,
+            nav=nav,
+        )
+        if collector.messages:
+            raise BuildError(f"mkdocs.yml: {collector.messages[0]}")
+        mkdocs_build(config)
+    except mkdocs_exceptions.ConfigurationError as exc:
+        raise BuildError(f"mkdocs.yml: {' '.join(str(exc).split())}") from None
+    except mkdocs_exceptions.MkDocsException as exc:
+        first = collector.messages[0] if collector.messages else str(exc)
+        more = len(collector.messages) - 1
+        suffix = f" (and {more} more above)" if more > 0 else ""
+        raise BuildError(f"mkdocs build --strict failed: {first}{suffix}") from None
+    except OSError as exc:
+        raise BuildError(f"mkdocs build failed: {exc}") from None
+    finally:
+        logger.removeHandler(collector)
+        logger.setLevel(previous_level)
+    return sum(1 for _ in site_dir.rglob("*.html"))
+
+
+# --- the build ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    entries: int = 0
+    notebooks: dict[str, int] = field(default_factory=dict)
+    rules: int = 0
+    pages: int = 0
+    figures: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        nb = self.notebooks
+        notebook_text = (
+            f"{nb.get('executed', 0)} executed, {nb.get('cached', 0)} cached, "
+            f"{nb.get('recorded-gpu', 0)} GPU-recorded, {nb.get('stale', 0)} stale, "
+            f"{nb.get('skipped', 0)} skipped"
+        )
+        if nb.get("failed"):
+            notebook_text += f", {nb['failed']} FAILED"
+        if nb.get("not-reproducible"):
+            notebook_text += f"; {nb['not-reproducible']} not reproducible"
+        return [
+            f"entries:   {self.entries}",
+            f"notebooks: {notebook_text}",
+            f"rules:     {self.rules}",
+            f"pages:     {self.pages} HTML pages ({self.figures} figures)",
+            f"time:      {self.seconds:.1f} s",
+        ]
+
+
+def _count_notebooks(manifest: dict[str, Any] | None, ran: bool) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in _manifest_records(manifest).values():
+        status = record.get("status")
+        if status == "passed":
+            key = "cached" if record.get("cached") or not ran else "executed"
+        elif status == "skipped-needs-gpu":
+            key = "skipped"
+        else:
+            key = str(status)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _stage_check(root: Path) -> tuple[list[Entry], list[Problem]]:
+    from trainwreck.check import check_entries
+    from trainwreck.model import entry_files
+
+    problems, _checked = check_entries(root, entry_files(root))
+    entries, _ = load_entries(root)
+    return entries, problems
+
+
+def _stage_compile(root: Path, progress: Progress) -> int:
+    """Validate and compile the rules through trainwreck.rules.compile; returns the rule count."""
+    if not any((root / "rules").glob("*.yaml")):
+        return 0
+    try:
+        from trainwreck.rules import compile as rules_compile
+    except ImportError as exc:
+        raise BuildError(f"the rule compiler is not available ({exc})") from None
+    compile_rules = getattr(rules_compile, "compile_rules", None)
+    if compile_rules is None:
+        raise BuildError("trainwreck.rules.compile has no compile_rules()")
+    result = compile_rules(root)
+    problems = list(getattr(result, "problems", []) or [])
+    errors = [p for p in problems if getattr(p, "severity", "error") == "error"]
+    for problem in problems:
+        progress(f"  {problem}")
+    if errors:
+        raise BuildError(f"compile: {len(errors)} error(s) in rules/; see above")
+    rules = getattr(result, "rules", None)
+    return len(rules) if rules is not None else len(list((root / "rules").glob("*.yaml")))
+
+
+def build(
+    root: Path | str = ".",
+    *,
+    reproduce: bool = True,
+    jobs: int = 1,
+    strict: bool = False,
+    site_dir: Path | str | None = None,
+    progress: Progress | None = None,
+) -> Summary:
+    """check -> reproduce -> compile -> pages -> mkdocs build --strict. Raises BuildError."""
+    started = time.monotonic()
+    root = Path(root).resolve()
+    say = progress or (lambda _line: None)
+    summary = Summary()
+    if not (root / "entries").is_dir():
+        raise BuildError(f"{root}: no entries/ folder; run from the repository root or pass --root")
+
+    say("[1/5] check: validating entries")
+    entries, problems = _stage_check(root)
+    errors = [p for p in problems if p.severity == "error"]
+    warnings = [p for p in problems if p.severity != "error"]
+    for problem in problems:
+        say(f"  {problem}")
+    if errors:
+        raise BuildError(f"check: {len(errors)} error(s) in entries/; fix them and build again")
+    if strict and warnings:
+        raise BuildError(f"check: {len(warnings)} warning(s) and --strict is set")
+    summary.entries = len(entries)
+    summary.warnings += [str(p) for p in warnings]
+    say(f"  {len(entries)} entries valid" + (f", {len(warnings)} warning(s)" if warnings else ""))
+
+    manifest: dict[str, Any] | None = None
+    manifest_path = root / "build" / "manifest.json"
+    if reproduce:
+        say(f"[2/5] reproduce: running notebooks (cached, -j {jobs})")
+        try:
+            from trainwreck.reproduce import ReproduceError
+            from trainwreck.reproduce import reproduce as run_reproduce
+        except ImportError as exc:
+            raise BuildError(f"reproduce is not available ({exc})") from None
+        try:
+            manifest = run_reproduce(root, None, jobs=jobs, progress=lambda s: say(f"  {s}"))
+        except ReproduceError as exc:
+            raise BuildError(f"reproduce: {exc}") from None
+        except ImportError as exc:
+            raise BuildError(
+                f"reproduce needs the repro extra ({exc.name} is missing): "
+                "pip install 'trainwreck[repro]', or build with --no-reproduce"
+            ) from None
+    else:
+        say("[2/5] reproduce: skipped (--no-reproduce); using the last manifest")
+        if manifest_path.is_file():
+            try:
+                manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise BuildError(f"build/manifest.json: not valid JSON ({exc})") from None
+        else:
+            say("  no build/manifest.json: pages will say the notebooks have not run")
+    summary.notebooks = _count_notebooks(manifest, ran=reproduce)
+    for record in _manifest_records(manifest).values():
+        if record.get("status") == "failed":
+            error = record.get("error") or {}
+            summary.failed.append(
+                f"{record.get('notebook')}: cell {error.get('cell')}: "
+                f"{_first_sentence(str(error.get('message', '')), 200)}"
+            )
+    for line in summary.failed:
+        say(f"  FAILED {line}")
+    if strict and summary.failed:
+        raise BuildError(f"reproduce: {len(summary.failed)} notebook(s) failed and --strict is set")
+
+    say("[3/5] compile: validating and compiling rules")
+    summary.rules = _stage_compile(root, say)
+    rules = load_rules(root)
+    say(f"  {summary.rules} rules compiled")
+
+    say("[4/5] pages: generating entry, index and tag pages")
+    docs_out = root / "build" / "docs"
+    pages = generate_docs(root, docs_out, entries, manifest, rules)
+    summary.figures = pages.figures
+    say(f"  {pages.entries} entry pages, {pages.indexes} index pages, {pages.figures} figures")
+
+    site = Path(site_dir).resolve() if site_dir else root / "site"
+    say(f"[5/5] site: mkdocs build --strict into {_rel(site, root)}/")
+    summary.pages = run_mkdocs(root, docs_out, site, pages.nav)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def configure_build_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-reproduce",
+        action="store_true",
+        help="do not run notebooks; use build/manifest.json as it is",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help="notebooks to run in parallel (default 1)"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail on check warnings and failed notebooks (the site build is always strict)",
+    )
+    parser.add_argument("--site-dir", default=None, help="output folder (default: site/)")
+
+
+def run_build(args: argparse.Namespace) -> int:
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        summary = build(
+            args.root,
+            reproduce=not args.no_reproduce,
+            jobs=max(1, args.jobs),
+            strict=args.strict,
+            site_dir=args.site_dir,
+            progress=say,
+        )
+    except BuildError as exc:
+        print(f"trainwreck build: {exc}", file=sys.stderr)
+        return 1
+    print("built site/" if not args.site_dir else f"built {args.site_dir}")
+    for line in summary.lines():
+        print(f"  {line}")
+    if summary.failed:
+        print(
+            f"trainwreck build: {len(summary.failed)} notebook(s) failed; their pages say so",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def configure_serve_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+    parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    parser.add_argument("--site-dir", default=None, help="folder to serve (default: site/)")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        if os.environ.get("TRAINWRECK_SERVE_LOG"):
+            super().log_message(format, *args)
+
+
+def make_server(site: Path, host: str = "127.0.0.1", port: int = 0) -> socketserver.TCPServer:
+    """An HTTP server over `site` (port 0 picks a free port: server.server_address[1])."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    return http.server.ThreadingHTTPServer((host, port), handler)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    site = Path(args.site_dir) if args.site_dir else root / "site"
+    if not (site / "index.html").is_file():
+        print(
+            f"trainwreck serve: {site}/index.html does not exist; run `trainwreck build` first",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        server = make_server(site, args.host, args.port)
+    except OSError as exc:
+        print(
+            f"trainwreck serve: cannot listen on {args.host}:{args.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+    host, port = server.server_address[:2]
+    print(f"serving {site}/ at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
