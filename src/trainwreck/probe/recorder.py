@@ -18,6 +18,7 @@ Design constraints, in order of priority:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import itertools
 import json
@@ -494,10 +495,8 @@ class Probe:
         self._stop.set()
         file, self._file = self._file, None
         if file is not None:
-            try:
+            with contextlib.suppress(Exception):
                 file.close()
-            except Exception:
-                pass
         if not self._warned:
             self._warned = True
             warnings.warn(f"trainwreck.probe: {message}", ProbeWarning, stacklevel=3)
@@ -505,19 +504,15 @@ class Probe:
     def _remove_gc_hook(self) -> None:
         if self._gc_installed:
             self._gc_installed = False
-            try:
+            with contextlib.suppress(ValueError):
                 gc.callbacks.remove(self._on_gc)
-            except ValueError:
-                pass
 
     def _close_file(self) -> None:
         with self._write_lock:
             file, self._file = self._file, None
         if file is not None:
-            try:
+            with contextlib.suppress(Exception):
                 file.close()
-            except Exception:
-                pass
 
     def _start_fields(self) -> dict[str, Any]:
         try:
