@@ -1,0 +1,247 @@
+"""`trainwreck new ID`: the skeleton of a new failure for a contributor to fill in.
+
+Writes entries/<id>.yaml (every section present, each one a TODO that `trainwreck check`
+rejects until it is filled), rules/<id>.yaml (a rule skeleton that `trainwreck compile` rejects
+until it is filled) and notebooks/<id>.ipynb (the parameters cell and a markdown outline of the
+steps every reproduction takes). Existing files are never overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import sys
+from pathlib import Path
+
+ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+# Empty strings and lists are what make every TODO fail `trainwreck check`: the schema requires
+# them non-empty. The comment next to each says what belongs there.
+ENTRY_TEMPLATE = """\
+# yaml-language-server: $schema=../schemas/entry.schema.json
+# TODO: fill in every section. `trainwreck check entries/{id}.yaml` lists what is still missing,
+# one line each; every field is described in schemas/entry.schema.json (your editor shows it).
+id: {id}
+title: ''  # TODO: the failure as a reader would search for it
+category:  # TODO: reliability | performance | correctness | infrastructure
+severity:  # TODO: low | medium | high | critical
+tags: []  # TODO: kebab-case tags, e.g. [distributed, memory]
+status: draft
+summary: ''  # TODO: the quick answer in 2-4 sentences: what it is, the root cause, the primary fix
+mechanism: ''  # TODO: how it happens, step by step, at the level of the runtime
+root_causes: []  # TODO: one sentence per underlying cause
+symptoms:
+  - observed: ''  # TODO: what you see: a log line, a metric shape, a behaviour
+    why: ''  # TODO: why the mechanism produces it
+affected_systems: []  # TODO: frameworks, versions, hardware, workloads
+confirm:
+  - check: ''  # TODO: what to run or look at
+    code: ''  # TODO: the command, snippet or log pattern (or delete this line)
+    language: bash
+    expect: ''  # TODO: the result that confirms or rules out this failure
+fix:
+  primary:
+    title: ''  # TODO: short name of the fix
+    when: ''  # TODO: when to choose it (or delete this line)
+    steps:
+      - do: ''  # TODO: the action
+        code: ''  # TODO: the exact code or command (or delete this line)
+        language: python
+    cost: ''  # TODO: what the fix costs (or delete this line)
+  # fallback: and emergency: take the same shape as primary (optional).
+  verify:
+    - ''  # TODO: the signal that must disappear or the metric that must change
+prevention: []  # TODO: practices and guards that stop it from happening again
+fingerprint:
+  signal: ''  # TODO: the measurable signal, in one or two sentences
+  thresholds:
+    - metric: ''  # TODO: what is measured
+      value: ''  # TODO: the value that indicates the failure, e.g. '> 20% of the failed request'
+      note: ''  # TODO: why this threshold (or delete this line)
+  rules: [{id}]  # the rules in rules/ that detect it
+code_examples:
+  - framework: pytorch  # pytorch | huggingface | lightning | deepspeed | megatron-lm | torchtitan | shell | other
+    title: ''  # TODO: what the example does
+    language: python
+    code: ''  # TODO: complete enough to paste
+    why: ''  # TODO: why it works
+scale:
+  single_gpu: ''  # TODO: on one GPU or one process
+  multi_gpu: ''  # TODO: on one node with several GPUs
+  large_scale: ''  # TODO: on hundreds or thousands of GPUs (or delete this line)
+faq:
+  - q: ''  # TODO: a question readers ask
+    a: ''  # TODO: the answer
+references:
+  - title: ''  # TODO: title of a source you opened
+    url: ''  # TODO: its http(s) URL
+    kind: docs  # docs | source | issue | paper | blog | talk | other
+related: []  # other entries: [{{id: other-entry, relation: confused-with, note: how to tell them apart}}]
+reproduction:
+  notebook: notebooks/{id}.ipynb
+  device: cpu  # gpu if the failure needs a CUDA GPU
+  # note: what the notebook does, in one sentence (optional)
+  # If software cannot cause this failure (a hardware fault), replace the whole block with
+  #   reproduction: {{not_reproducible: the reason}}
+created: '{today}'
+updated: '{today}'
+"""
+
+RULE_TEMPLATE = """\
+# yaml-language-server: $schema=../schemas/rule.schema.json
+# TODO: fill in this rule. Reference: docs/rule-language.md. `trainwreck compile` validates it
+# and runs its regression logs.
+id: {id}
+entry: {id}
+title: ''  # TODO: what the rule sees, in a few words
+description: ''  # TODO: why these signals mean this failure (shown on the site)
+confidence: 0.5  # 0..1 when the condition holds
+matchers:
+  signal:
+    regex: ''  # TODO: an RE2 pattern with named captures, e.g. 'step (?P<step>\\d+) time_ms (?P<ms>[\\d.]+)'
+condition: signal  # TODO: a boolean over matcher and detector names
+report:
+  evidence: [signal]
+  max_evidence: 8
+  initiating_rank: first
+tests:
+  match: []  # TODO: logs that must produce a finding, e.g. tests/logs/{id}/broken-4ranks
+  clean: []  # TODO: logs that must not: healthy runs, look-alikes, unrelated errors
+"""
+
+NOTEBOOK_OUTLINE = [
+    (
+        "markdown",
+        "# {title}\n\n"
+        "TODO: one paragraph: what this notebook reproduces and what it proves. It causes the "
+        "failure for real, measures the fingerprint and asserts it with numbers, applies the fix, "
+        "asserts the fingerprint is gone and reports what the fix cost.",
+    ),
+    (
+        "parameters",
+        'scale = "ci"  # "ci": about a minute on 2 CPU cores and still asserting; "full": closer to production\n'
+        'evidence_dir = "build/evidence/{id}"',
+    ),
+    (
+        "code",
+        "from pathlib import Path\n\n"
+        "evidence = Path(evidence_dir)\n"
+        'for sub in ("broken", "fixed"):\n'
+        "    (evidence / sub).mkdir(parents=True, exist_ok=True)",
+    ),
+    (
+        "markdown",
+        "## The broken run\n\n"
+        "TODO: explain the setup that causes the failure. Write the run's training log into "
+        "`{{evidence_dir}}/broken/` the way real training prints it (one file per rank for "
+        "multi-process runs).",
+    ),
+    ("code", 'raise NotImplementedError("TODO: run the broken configuration")'),
+    (
+        "markdown",
+        "## The fingerprint\n\nTODO: measure the signal and `assert` it with numbers.",
+    ),
+    ("code", 'raise NotImplementedError("TODO: measure and assert the fingerprint")'),
+    (
+        "markdown",
+        "## The fix\n\n"
+        "TODO: apply the fix, write the fixed run's log into `{{evidence_dir}}/fixed/`, assert the "
+        "fingerprint is gone and report what the fix cost. Save the numbers to "
+        "`{{evidence_dir}}/metrics.json`.",
+    ),
+    ("code", 'raise NotImplementedError("TODO: apply the fix and assert the fingerprint is gone")'),
+    (
+        "markdown",
+        "## Before and after\n\n"
+        "TODO: plot the signal before and after with matplotlib; show it inline and save it as "
+        "PNG into `evidence_dir`.",
+    ),
+    ("code", 'raise NotImplementedError("TODO: plot before and after")'),
+]
+
+
+def notebook_json(entry_id: str) -> dict:
+    """A nbformat 4 notebook: the outline above with its parameters cell tagged."""
+    cells = []
+    for kind, text in NOTEBOOK_OUTLINE:
+        source = text.replace("{id}", entry_id).replace("{title}", entry_id.replace("-", " "))
+        source = source.replace("{{", "{").replace("}}", "}")
+        if kind == "markdown":
+            cells.append({"cell_type": "markdown", "metadata": {}, "source": source})
+        else:
+            cells.append(
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {"tags": ["parameters"]} if kind == "parameters" else {},
+                    "outputs": [],
+                    "source": source,
+                }
+            )
+    for index, cell in enumerate(cells):
+        cell["id"] = f"{entry_id[:20]}-{index}"
+    return {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+            "trainwreck": {"device": "cpu"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def scaffold(root: Path, entry_id: str, today: str | None = None) -> list[Path]:
+    """Write the three skeletons; raises FileExistsError (naming the file) before writing any."""
+    if not ID_RE.match(entry_id):
+        raise ValueError(
+            f"'{entry_id}' is not a kebab-case id (lowercase letters, digits and single hyphens)"
+        )
+    today = today or _dt.date.today().isoformat()
+    files = {
+        root / "entries" / f"{entry_id}.yaml": ENTRY_TEMPLATE.format(id=entry_id, today=today),
+        root / "rules" / f"{entry_id}.yaml": RULE_TEMPLATE.format(id=entry_id),
+        root / "notebooks" / f"{entry_id}.ipynb": json.dumps(notebook_json(entry_id), indent=1)
+        + "\n",
+    }
+    existing = [path for path in files if path.exists()]
+    if existing:
+        raise FileExistsError(", ".join(str(p) for p in existing))
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x", encoding="utf-8") as handle:  # "x": never clobber a racing writer
+            handle.write(text)
+    return list(files)
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", metavar="ID", help="kebab-case id of the new failure")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    if not root.is_dir():
+        print(f"trainwreck new: {root} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        written = scaffold(root, args.id)
+    except ValueError as exc:
+        print(f"trainwreck new: {exc}", file=sys.stderr)
+        return 2
+    except FileExistsError as exc:
+        print(f"trainwreck new: refusing to overwrite existing {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"trainwreck new: cannot write: {exc}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"created {path}")
+    print(
+        "next: fill in every TODO; `trainwreck check` lists what is missing, "
+        f"`trainwreck reproduce {args.id}` runs the notebook, `trainwreck compile` tests the rule",
+        file=sys.stderr,
+    )
+    return 0
