@@ -1,0 +1,498 @@
+"""`trainwreck diagnose PATH...`: which failure is in these logs, how sure, who started it, the fix.
+
+Python API (used by tests, compile and other stages):
+
+    from trainwreck.diagnose import diagnose
+    report = diagnose(["logs/"], root=".")        # Report: .findings, .skipped, .to_json()
+
+Only the core dependencies are imported (numpy, re2, pyyaml/jsonschema when rules are compiled
+from a checkout): never torch, jupyter or mkdocs, so it runs on a bare ops machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainwreck.rules import engine as eng
+from trainwreck.rules.bundle import BundleError, RuleSet, resolve
+from trainwreck.rules.detectors import rank_sort_key
+
+FORMATS = ("text", "json", "markdown")
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class Report:
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": self.findings, "skipped": self.skipped, "stats": self.stats}
+
+    @property
+    def entries(self) -> list[str]:
+        return [f["entry"] for f in self.findings]
+
+    @property
+    def rules(self) -> set[str]:
+        return {rule for f in self.findings for rule in f["rules"]}
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def expand_inputs(paths: list[str]) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(display, source) for every file to read, and the arguments that named nothing."""
+    inputs: list[tuple[str, Any]] = []
+    missing: list[str] = []
+    seen: set[str] = set()
+
+    def add(display: str, source: Any) -> None:
+        key = os.path.realpath(source) if isinstance(source, str) and source != "-" else display
+        if key in seen:
+            return
+        seen.add(key)
+        inputs.append((display, source))
+
+    for item in paths:
+        if item == "-":
+            add("<stdin>", "-")
+            continue
+        path = Path(item)
+        if path.is_dir():
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if name.startswith("."):
+                        continue
+                    full = os.path.join(folder, name)
+                    add(full, full)
+        elif path.is_file():
+            add(item, item)
+        elif any(ch in item for ch in "*?["):
+            matches = sorted(glob.glob(item, recursive=True))
+            files = [m for m in matches if os.path.isfile(m)]
+            for folder in (m for m in matches if os.path.isdir(m)):
+                for sub, dirs, names in os.walk(folder):
+                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                    files.extend(
+                        os.path.join(sub, n) for n in sorted(names) if not n.startswith(".")
+                    )
+            if not files:
+                missing.append(item)
+            for match in files:
+                add(match, match)
+        elif path.exists():
+            add(item, item)  # a FIFO or device: read as a stream
+        else:
+            missing.append(item)
+    return inputs, missing
+
+
+# --- findings -------------------------------------------------------------------------------------
+
+
+def _rank_json(rank: Any) -> Any:
+    if isinstance(rank, list):
+        return [_rank_json(r) for r in rank]
+    return rank
+
+
+def _clean(value: float) -> float | None:
+    return round(value, 4) if isinstance(value, float) and math.isfinite(value) else None
+
+
+def build_findings(
+    outcomes: list[eng.RuleOutcome], scan: eng.ScanResult, entries: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    by_entry: dict[str, list[eng.RuleOutcome]] = {}
+    for outcome in outcomes:
+        if outcome.fired:
+            by_entry.setdefault(outcome.rule["entry"], []).append(outcome)
+    findings: list[dict[str, Any]] = []
+    for entry_id, group in by_entry.items():
+        group.sort(key=lambda o: -o.confidence)
+        best = group[0]
+        miss = 1.0
+        for outcome in group:
+            miss *= 1.0 - outcome.confidence
+        confidence = min(0.99, 1.0 - miss)
+        summary = entries.get(entry_id, {})
+        evidence: list[dict[str, Any]] = []
+        seen: set[tuple[int, int]] = set()
+        limit = max(o.rule["report"]["max_evidence"] for o in group)
+        for outcome in group:
+            per_rule = 0
+            for item in outcome.evidence:
+                key = (item.file, item.line)
+                if key in seen:
+                    continue
+                if per_rule >= outcome.rule["report"]["max_evidence"] or len(
+                    evidence
+                ) >= limit + 4 * (len(group) - 1):
+                    break
+                seen.add(key)
+                per_rule += 1
+                evidence.append(
+                    {
+                        "file": scan.files[item.file],
+                        "line": item.line,
+                        "text": item.text,
+                        "rank": _rank_json(item.rank),
+                        "part": f"{outcome.rule['id']}:{item.part}",
+                    }
+                )
+        ranks: set[Any] = set()
+        for outcome in group:
+            ranks.update(outcome.ranks)
+        initiating = next((o.initiating_rank for o in group if o.initiating_rank is not None), None)
+        reasons = []
+        for outcome in group:
+            parts = [f"{outcome.rule['id']}: confidence {outcome.rule['confidence']:.2f}"]
+            parts += [f"+{amount:.2f} ({part})" for part, amount in outcome.boosts.items()]
+            reasons.append(" ".join(parts))
+        if len(group) > 1:
+            reasons.append(f"{len(group)} rules agree: combined {confidence:.2f}")
+        notes = [note for outcome in group for note in outcome.notes]
+        findings.append(
+            {
+                "entry": entry_id,
+                "rule": best.rule["id"],
+                "rules": [o.rule["id"] for o in group],
+                "title": summary.get("title", entry_id),
+                "rule_title": best.rule["title"],
+                "confidence": round(confidence, 4),
+                "ranks": [_rank_json(r) for r in sorted(ranks, key=rank_sort_key)],
+                "initiating_rank": _rank_json(initiating),
+                "evidence": evidence,
+                "root_cause": summary.get("root_cause", ""),
+                "fix": summary.get("fix", {"title": "", "steps": []}),
+                "verify": summary.get("verify", []),
+                "url": summary.get("url", ""),
+                "why": reasons,
+                "notes": notes,
+                "detectors": {
+                    f"{o.rule['id']}:{name}": {k: _clean(v) for k, v in result.outputs.items()}
+                    for o in group
+                    for name, result in o.detectors.items()
+                    if result.fired
+                },
+                "_first": min(o.first_key for o in group),
+            }
+        )
+    return rank_findings(findings, entries)
+
+
+def _causes(entries: dict[str, dict[str, Any]], a: str, b: str) -> bool:
+    """Entry a causes entry b, by either side's `related`."""
+    for rel in entries.get(a, {}).get("related", []):
+        if rel.get("id") == b and rel.get("relation") == "causes":
+            return True
+    return any(
+        rel.get("id") == a and rel.get("relation") == "caused-by"
+        for rel in entries.get(b, {}).get("related", [])
+    )
+
+
+def _relation(entries: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
+    for rel in entries.get(a, {}).get("related", []):
+        if rel.get("id") == b:
+            return str(rel.get("relation"))
+    return None
+
+
+def rank_findings(
+    findings: list[dict[str, Any]], entries: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Order findings: confidence, then earliest evidence; an entry that causes another found
+    entry moves before it (the initiating failure first). Adds competing hypotheses."""
+    ordered = sorted(findings, key=lambda f: (-f["confidence"], f["_first"], f["entry"]))
+    # Move causes before their effects (stable, bounded passes).
+    for _ in range(len(ordered)):
+        moved = False
+        for i, effect in enumerate(ordered):
+            for j in range(i + 1, len(ordered)):
+                if _causes(entries, ordered[j]["entry"], effect["entry"]):
+                    ordered.insert(i, ordered.pop(j))
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved:
+            break
+    for position, finding in enumerate(ordered):
+        competing = []
+        for other_position, other in enumerate(ordered):
+            if other is finding:
+                continue
+            relation = _relation(entries, finding["entry"], other["entry"])
+            if _causes(entries, finding["entry"], other["entry"]):
+                why = f"{finding['entry']} causes {other['entry']}: the initiating failure is named first"
+            elif _causes(entries, other["entry"], finding["entry"]):
+                why = f"{other['entry']} causes {finding['entry']}: it ranks first as the initiating failure"
+            elif other_position > position:
+                if other["confidence"] < finding["confidence"]:
+                    why = f"ranks lower: confidence {other['confidence']:.2f} < {finding['confidence']:.2f}"
+                else:
+                    why = "ranks lower: same confidence, later first evidence"
+            elif other["confidence"] > finding["confidence"]:
+                why = f"ranks higher: confidence {other['confidence']:.2f} > {finding['confidence']:.2f}"
+            else:
+                why = "ranks higher: same confidence, earlier first evidence"
+            if relation == "confused-with":
+                why += "; the two are often confused, compare their evidence"
+            competing.append(
+                {"entry": other["entry"], "confidence": other["confidence"], "why": why}
+            )
+        finding["competing"] = competing
+        finding["rank"] = position + 1
+    for finding in ordered:
+        finding.pop("_first", None)
+    return ordered
+
+
+# --- the API ------------------------------------------------------------------------------------
+
+
+def diagnose(
+    paths: list[str],
+    root: str | Path | None = None,
+    *,
+    rules: list[str] | None = None,
+    rule_set: RuleSet | None = None,
+    use_installed: bool = True,
+    only: set[str] | None = None,
+) -> Report:
+    """Diagnose logs. `paths`: files, folders, globs, .gz files or "-" for stdin.
+
+    Rules: `rule_set` if given, else `rules` (bundle files or rules folders), else the checkout at
+    `root` (rules/ compiled in memory) plus installed rule packs. `only`: rule ids to run.
+    Raises UsageError for paths that name nothing, or when there are no rules.
+    """
+    started = time.perf_counter()
+    root_path = Path(root) if root is not None else Path(".")
+    if rule_set is None:
+        try:
+            rule_set = resolve(root_path, rules, use_installed=use_installed)
+        except BundleError as exc:
+            raise UsageError(str(exc)) from None
+    selected = [r for r in rule_set.rules if only is None or r["id"] in only]
+    if not selected:
+        raise UsageError(
+            "no rules to run: install a rule pack (pip install trainwreck-rules), run in a checkout, or pass --rules"
+        )
+    inputs, missing = expand_inputs(paths)
+    if missing:
+        raise UsageError("no such file or folder: " + ", ".join(missing))
+    if not inputs:
+        raise UsageError("no log files to read")
+    engine = eng.Engine(selected)
+    scan = engine.scan(inputs)
+    outcomes = [eng.evaluate(run, scan) for run in scan.runs]
+    fired = [o for o in outcomes if o.fired]
+    eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
+    findings = build_findings(fired, scan, rule_set.entries)
+    skipped = [{"file": s.file, "reason": s.reason} for s in _dedupe(scan.skipped)]
+    elapsed = time.perf_counter() - started
+    stats = {
+        "files": len(scan.files),
+        "lines": scan.lines,
+        "bytes": scan.bytes,
+        "seconds": round(elapsed, 3),
+        "rules": len(selected),
+        "rule_sources": rule_set.sources,
+    }
+    return Report(findings, skipped, list(rule_set.warnings), stats)
+
+
+def _dedupe(skipped: list[eng.Skipped]) -> list[eng.Skipped]:
+    counts: dict[tuple[str, str], int] = {}
+    for item in skipped:
+        counts[(item.file, item.reason)] = counts.get((item.file, item.reason), 0) + 1
+    out = []
+    for (file, reason), n in counts.items():
+        out.append(eng.Skipped(file, reason if n == 1 else f"{reason} ({n} times)"))
+    return out
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def _pct(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def format_text(report: Report) -> str:
+    stats = report.stats
+    lines: list[str] = []
+    size = stats.get("bytes", 0) / 1e6
+    head = (
+        f"{len(report.findings)} finding(s) in {stats.get('files', 0)} file(s), "
+        f"{stats.get('lines', 0):,} lines, {size:.1f} MB, {stats.get('seconds', 0):.2f} s, "
+        f"{stats.get('rules', 0)} rules"
+    )
+    lines.append(head)
+    if not report.findings:
+        lines.append("No known failure found.")
+    for finding in report.findings:
+        lines.append("")
+        lines.append(
+            f"{finding['rank']}. {finding['title']}  [{finding['entry']}]  confidence {_pct(finding['confidence'])}"
+        )
+        lines.append(f"   seen: {finding['rule_title']} (rules: {', '.join(finding['rules'])})")
+        ranks = ", ".join(str(r) for r in finding["ranks"]) or "unknown"
+        initiating = finding["initiating_rank"]
+        lines.append(
+            f"   ranks: {ranks}; initiating rank: {initiating if initiating is not None else 'not determined'}"
+        )
+        for reason in finding["why"]:
+            lines.append(f"   why: {reason}")
+        for note in finding["notes"]:
+            lines.append(f"   note: {note}")
+        if finding["evidence"]:
+            lines.append("   evidence:")
+            for item in finding["evidence"]:
+                lines.append(f"     {item['file']}:{item['line']}: {item['text']}")
+        if finding["root_cause"]:
+            lines.append(f"   root cause: {finding['root_cause']}")
+        fix = finding["fix"]
+        if fix.get("title"):
+            lines.append(f"   fix: {fix['title']}")
+            for number, step in enumerate(fix.get("steps", []), start=1):
+                lines.append(f"     {number}. " + step.replace("\n", "\n        "))
+        for step in finding["verify"]:
+            lines.append("   verify: " + step.replace("\n", "\n        "))
+        if finding["url"]:
+            lines.append(f"   more: {finding['url']}")
+        for other in finding["competing"]:
+            lines.append(
+                f"   competing: {other['entry']} ({_pct(other['confidence'])}): {other['why']}"
+            )
+    if report.skipped:
+        lines.append("")
+        lines.append("Skipped:")
+        for item in report.skipped:
+            lines.append(f"  {item['file']}: {item['reason']}")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def format_markdown(report: Report) -> str:
+    out: list[str] = ["# Trainwreck diagnosis", ""]
+    stats = report.stats
+    out.append(
+        f"{len(report.findings)} finding(s) in {stats.get('files', 0)} file(s), {stats.get('lines', 0):,} lines."
+    )
+    if not report.findings:
+        out += ["", "No known failure found."]
+    for finding in report.findings:
+        out += ["", f"## {finding['rank']}. {finding['title']}", ""]
+        out.append(
+            f"- **Entry:** [{finding['entry']}]({finding['url']})"
+            if finding["url"]
+            else f"- **Entry:** {finding['entry']}"
+        )
+        out.append(f"- **Confidence:** {_pct(finding['confidence'])} ({'; '.join(finding['why'])})")
+        out.append(f"- **Rules:** {', '.join(finding['rules'])}")
+        ranks = ", ".join(str(r) for r in finding["ranks"]) or "unknown"
+        out.append(
+            f"- **Ranks:** {ranks}; **initiating rank:** {finding['initiating_rank'] if finding['initiating_rank'] is not None else 'not determined'}"
+        )
+        if finding["root_cause"]:
+            out.append(f"- **Root cause:** {finding['root_cause']}")
+        if finding["evidence"]:
+            out += ["", "| file:line | text |", "|---|---|"]
+            for item in finding["evidence"]:
+                out.append(
+                    f"| `{_md(item['file'])}:{item['line']}` | `{_md(item['text'][:200])}` |"
+                )
+        fix = finding["fix"]
+        if fix.get("title"):
+            out += ["", f"**Fix: {fix['title']}**", ""]
+            out += [f"{n}. {_md(step)}" for n, step in enumerate(fix.get("steps", []), start=1)]
+        if finding["verify"]:
+            out += ["", "**Verify:**", ""] + [f"- {_md(step)}" for step in finding["verify"]]
+        if finding["competing"]:
+            out += ["", "**Competing hypotheses:**", ""]
+            out += [
+                f"- {o['entry']} ({_pct(o['confidence'])}): {o['why']}"
+                for o in finding["competing"]
+            ]
+    if report.skipped:
+        out += ["", "## Skipped", ""] + [
+            f"- `{_md(s['file'])}`: {s['reason']}" for s in report.skipped
+        ]
+    return "\n".join(out) + "\n"
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
+    if fmt == "markdown":
+        return format_markdown(report)
+    return format_text(report)
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="log files, folders, globs, .gz files, or - for stdin",
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, default="text", help="output format (default text)"
+    )
+    parser.add_argument(
+        "--rules",
+        action="append",
+        metavar="PATH",
+        help="a rule bundle (JSON) or rules folder to use instead of the checkout and installed packs (repeatable)",
+    )
+    parser.add_argument("--no-installed", action="store_true", help="ignore installed rule packs")
+    parser.add_argument(
+        "--rule", action="append", metavar="ID", help="run only this rule (repeatable)"
+    )
+    parser.add_argument(
+        "--min-confidence", type=float, default=0.0, help="hide findings below this confidence"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        report = diagnose(
+            args.paths,
+            args.root,
+            rules=args.rules,
+            use_installed=not args.no_installed,
+            only=set(args.rule) if args.rule else None,
+        )
+    except UsageError as exc:
+        print(f"trainwreck: {exc}", file=sys.stderr)
+        return 2
+    for warning in report.warnings:
+        print(f"trainwreck: warning: {warning}", file=sys.stderr)
+    report.findings = [f for f in report.findings if f["confidence"] >= args.min_confidence]
+    sys.stdout.write(render(report, args.format))
+    sys.stdout.flush()
+    return 1 if report.findings else 0

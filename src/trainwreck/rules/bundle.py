@@ -1,0 +1,277 @@
+"""Rule bundles: the compiled form of a rules folder, how they are found and loaded.
+
+A bundle is one JSON document: the validated, normalised rules (condition trees included, so the
+engine never parses YAML or conditions) and each entry's summary for reports. Sources, in the
+order `diagnose` uses them (the first bundle that defines a rule id wins):
+1. `--rules PATH`: a bundle file or a rules folder;
+2. a repository checkout (ROOT/rules/*.yaml): compiled in memory, cached under
+   ROOT/build/rules-cache/ keyed by the content hash of rules, entries and toolkit;
+3. every installed rule pack: entry points in group `trainwreck.rules`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from trainwreck import __version__
+from trainwreck.model import Problem
+
+FORMAT = 1
+ENTRY_POINT_GROUP = "trainwreck.rules"
+DEFAULT_SITE_URL = "https://trainwreck.dev/"
+
+
+@dataclass
+class Bundle:
+    data: dict[str, Any]
+    source: str
+
+    @property
+    def rules(self) -> list[dict[str, Any]]:
+        return list(self.data.get("rules", []))
+
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return dict(self.data.get("entries", {}))
+
+
+@dataclass
+class RuleSet:
+    """The rules diagnose runs, with entry summaries and where each came from."""
+
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, bundle: Bundle) -> None:
+        known = {rule["id"] for rule in self.rules}
+        added = 0
+        for rule in bundle.rules:
+            if rule.get("id") in known:
+                continue
+            self.rules.append(rule)
+            known.add(rule["id"])
+            added += 1
+        for entry_id, summary in bundle.entries.items():
+            self.entries.setdefault(entry_id, summary)
+        self.sources.append(f"{bundle.source} ({added} rules)")
+
+
+class BundleError(Exception):
+    pass
+
+
+def site_url(root: Path) -> str:
+    """site_url from mkdocs.yml (read as text: mkdocs files may hold python tags), with a
+    trailing slash."""
+    try:
+        text = (root / "mkdocs.yml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return DEFAULT_SITE_URL
+    found = re.search(r"^site_url:\s*['\"]?([^'\"\s#]+)", text, re.MULTILINE)
+    if not found:
+        return DEFAULT_SITE_URL
+    url = found.group(1)
+    return url if url.endswith("/") else url + "/"
+
+
+def _step_text(step: Any) -> str:
+    if isinstance(step, dict):
+        text = str(step.get("do", ""))
+        if step.get("code"):
+            text += "\n" + str(step["code"]).rstrip()
+        return text
+    return str(step)
+
+
+def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[str, Any]:
+    fix = data.get("fix") or {}
+    primary = fix.get("primary") or {}
+    root_causes = [str(x) for x in data.get("root_causes") or []]
+    return {
+        "id": entry_id,
+        "title": str(data.get("title", entry_id)),
+        "summary": str(data.get("summary", "")),
+        "severity": data.get("severity"),
+        "category": data.get("category"),
+        "root_cause": root_causes[0] if root_causes else str(data.get("summary", "")),
+        "root_causes": root_causes,
+        "fix": {
+            "title": str(primary.get("title", "")),
+            "steps": [_step_text(s) for s in primary.get("steps") or []],
+        },
+        "verify": [_step_text(s) for s in fix.get("verify") or []],
+        "url": f"{base_url}entries/{entry_id}/",
+        "related": [
+            {"id": r.get("id"), "relation": r.get("relation")}
+            for r in data.get("related") or []
+            if isinstance(r, dict)
+        ],
+    }
+
+
+def entry_summaries(root: Path, entry_ids: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    from trainwreck.model import load_entries
+
+    base = site_url(root)
+    entries, _ = load_entries(root)
+    return {
+        entry.id: entry_summary(entry.id, entry.data, base)
+        for entry in entries
+        if entry_ids is None or entry.id in entry_ids
+    }
+
+
+def make_bundle(
+    rules: list[dict[str, Any]],
+    entries: dict[str, dict[str, Any]],
+    *,
+    name: str = "trainwreck-rules",
+    version: str = __version__,
+    base_url: str = DEFAULT_SITE_URL,
+) -> dict[str, Any]:
+    payload = {"rules": rules, "entries": entries}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return {
+        "format": FORMAT,
+        "name": name,
+        "version": version,
+        "toolkit_version": __version__,
+        "site_url": base_url,
+        "hash": digest,
+        **payload,
+    }
+
+
+def load_bundle_file(path: Path) -> Bundle:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{path}: not a readable rule bundle ({exc})") from None
+    return _checked(data, str(path))
+
+
+def _checked(data: Any, source: str) -> Bundle:
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != FORMAT
+        or not isinstance(data.get("rules"), list)
+    ):
+        raise BundleError(f"{source}: not a trainwreck rule bundle of format {FORMAT}")
+    return Bundle(data, source)
+
+
+def content_hash(root: Path, rules_dir: Path) -> str:
+    digest = hashlib.sha256(f"{__version__}\n".encode())
+    schema = root / "schemas" / "rule.schema.json"
+    for path in [
+        schema,
+        *sorted(rules_dir.glob("*.yaml")),
+        *sorted((root / "entries").glob("*.yaml")),
+    ]:
+        try:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        except OSError:
+            continue
+    code = Path(__file__).parent
+    for path in sorted(code.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def compile_folder(
+    root: Path, rules_dir: Path | None = None, *, cache: bool = True
+) -> tuple[Bundle, list[Problem]]:
+    """Compile a rules folder in memory (no regression tests), using the build/ cache."""
+    from trainwreck.rules.model import load_rules
+
+    rules_dir = rules_dir or root / "rules"
+    key = content_hash(root, rules_dir)
+    cache_file = root / "build" / "rules-cache" / f"{key}.json"
+    if cache and cache_file.is_file():
+        try:
+            cached = json.loads(cache_file.read_text(encoding="utf-8"))
+            return _checked(cached["bundle"], str(rules_dir)), [
+                Problem(**p) for p in cached["problems"]
+            ]
+        except (OSError, ValueError, KeyError, TypeError, BundleError):
+            pass
+    loaded = load_rules(root, rules_dir)
+    entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules})
+    data = make_bundle(loaded.rules, entries, base_url=site_url(root))
+    if cache:
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            for old in cache_file.parent.glob("*.json"):
+                old.unlink(missing_ok=True)
+            tmp = cache_file.with_suffix(".tmp")
+            tmp.write_text(
+                json.dumps({"bundle": data, "problems": [p.to_json() for p in loaded.problems]}),
+                encoding="utf-8",
+            )
+            tmp.replace(cache_file)
+        except OSError:
+            pass  # a read-only checkout still diagnoses
+    return Bundle(data, str(rules_dir)), loaded.problems
+
+
+def installed_bundles() -> tuple[list[Bundle], list[str]]:
+    """Every installed rule pack (entry point group trainwreck.rules)."""
+    bundles: list[Bundle] = []
+    warnings: list[str] = []
+    try:
+        points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    except Exception as exc:  # a broken installation must not stop diagnosis
+        return [], [f"cannot list installed rule packs: {exc}"]
+    for point in sorted(points, key=lambda p: p.name):
+        try:
+            loaded = point.load()
+            value = loaded() if callable(loaded) else loaded
+            if isinstance(value, dict):
+                bundles.append(_checked(value, f"package {point.name}"))
+            else:
+                bundle = load_bundle_file(Path(str(value)))
+                bundles.append(Bundle(bundle.data, f"package {point.name}"))
+        except Exception as exc:
+            warnings.append(f"rule pack '{point.name}' could not be loaded: {exc}")
+    return bundles, warnings
+
+
+def resolve(
+    root: Path, explicit: list[str] | None = None, *, use_installed: bool = True
+) -> RuleSet:
+    """The rule set diagnose uses (see the module docstring for the order)."""
+    rule_set = RuleSet()
+    for item in explicit or []:
+        path = Path(item)
+        if path.is_dir():
+            folder_root = path.parent if path.name == "rules" else root
+            bundle, problems = compile_folder(folder_root, path, cache=False)
+            rule_set.warnings.extend(
+                f"{p} (rule skipped)" for p in problems if p.severity == "error"
+            )
+        elif path.is_file():
+            bundle = load_bundle_file(path)
+        else:
+            raise BundleError(f"--rules {item}: no such file or folder")
+        rule_set.add(bundle)
+    if not explicit:
+        if (root / "rules").is_dir() and any((root / "rules").glob("*.yaml")):
+            bundle, problems = compile_folder(root)
+            rule_set.warnings.extend(
+                f"{p} (rule skipped)" for p in problems if p.severity == "error"
+            )
+            rule_set.add(bundle)
+        if use_installed:
+            bundles, warnings = installed_bundles()
+            rule_set.warnings.extend(warnings)
+            for bundle in bundles:
+                rule_set.add(bundle)
+    return rule_set

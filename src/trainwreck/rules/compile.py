@@ -1,0 +1,191 @@
+"""`trainwreck compile`: validate every rule, run its regression logs, write the bundle and wheel.
+
+    trainwreck compile [--out DIR] [--no-wheel] [--no-tests] [--name NAME] [--pack-version V]
+
+Every problem is one line `file:line:col: path: message`. Exit 0 when every rule is valid and
+passes its regression logs, 1 otherwise (nothing is written then), 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainwreck import __version__
+from trainwreck.model import Document, Problem
+from trainwreck.rules.bundle import RuleSet, entry_summaries, make_bundle, site_url
+from trainwreck.rules.model import load_rules
+from trainwreck.rules.wheel import normalise, valid_version, write_wheel
+
+
+def run_rule_tests(
+    rule: dict[str, Any],
+    root: Path,
+    entries: dict[str, dict[str, Any]],
+    document: Document | None = None,
+) -> list[Problem]:
+    """Run one rule alone on its regression logs: every `match` path must yield a finding of the
+    rule, no `clean` path may."""
+    from trainwreck.diagnose import UsageError, diagnose
+
+    problems: list[Problem] = []
+    rule_set = RuleSet(rules=[rule], entries=entries)
+    source = rule.get("source", rule["id"])
+
+    def where(kind: str, index: int, message: str) -> Problem:
+        if document is not None:
+            return document.problem(("tests", kind, index), message)
+        return Problem(source, 1, 1, f"tests.{kind}[{index}]", message)
+
+    for kind in ("match", "clean"):
+        paths = rule["tests"][kind]
+        if not paths:
+            problems.append(where(kind, 0, f"at least one '{kind}' log is required"))
+        for index, item in enumerate(paths):
+            path = root / item
+            if not path.exists():
+                problems.append(where(kind, index, f"regression log '{item}' does not exist"))
+                continue
+            try:
+                report = diagnose([str(path)], root, rule_set=rule_set)
+            except UsageError as exc:
+                problems.append(where(kind, index, str(exc)))
+                continue
+            fired = rule["id"] in report.rules
+            if kind == "match" and not fired:
+                problems.append(where(kind, index, f"rule did not fire on '{item}' (it must)"))
+            if kind == "clean" and fired:
+                evidence = report.findings[0]["evidence"][:1]
+                at = (
+                    f" (first evidence {evidence[0]['file']}:{evidence[0]['line']})"
+                    if evidence
+                    else ""
+                )
+                problems.append(where(kind, index, f"rule fired on clean log '{item}'{at}"))
+    return problems
+
+
+def compile_rules(
+    root: Path,
+    *,
+    run_tests: bool = True,
+    rules_dir: Path | None = None,
+    name: str = "trainwreck-rules",
+    version: str = __version__,
+) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """Validate and test every rule. Returns the bundle (None when any rule has an error)."""
+    loaded = load_rules(root, rules_dir)
+    problems = list(loaded.problems)
+    entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules})
+    for rule in loaded.rules:
+        document = loaded.documents.get(rule["id"])
+        listed = entries.get(rule["entry"])
+        if listed is not None:
+            from trainwreck.model import load_entry
+
+            try:
+                entry = load_entry(root / "entries" / f"{rule['entry']}.yaml", root)
+                fingerprint_rules = (entry.data.get("fingerprint") or {}).get("rules") or []
+            except Exception:
+                fingerprint_rules = []
+            if rule["id"] not in fingerprint_rules and document is not None:
+                problems.append(
+                    document.problem(
+                        ("entry",),
+                        f"entry '{rule['entry']}' does not list this rule in fingerprint.rules",
+                        severity="warning",
+                    )
+                )
+        if run_tests:
+            problems.extend(run_rule_tests(rule, root, entries, document))
+    if not loaded.files:
+        problems.append(Problem(str(rules_dir or "rules"), 1, 1, "", "no rules (*.yaml) found"))
+    problems.sort()
+    if any(p.severity == "error" for p in problems):
+        return None, problems
+    return make_bundle(
+        loaded.rules, entries, name=name, version=version, base_url=site_url(root)
+    ), problems
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", default="dist", help="folder for the rule wheel (default dist/, under --root)"
+    )
+    parser.add_argument(
+        "--bundle",
+        default="build/rules/bundle.json",
+        help="where to write the bundle (under --root)",
+    )
+    parser.add_argument("--rules-dir", default=None, help="rules folder (default ROOT/rules)")
+    parser.add_argument(
+        "--no-wheel", action="store_true", help="validate and write the bundle only"
+    )
+    parser.add_argument(
+        "--no-tests", action="store_true", help="skip the regression logs (faster while editing)"
+    )
+    parser.add_argument(
+        "--name", default="trainwreck-rules", help="distribution name of the rule pack"
+    )
+    parser.add_argument(
+        "--pack-version",
+        default=__version__,
+        help="version of the rule pack (default: the toolkit's)",
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="problem output format"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    if not valid_version(args.pack_version):
+        print(
+            f"trainwreck: --pack-version '{args.pack_version}' is not a valid version (e.g. 1.2.0)",
+            file=sys.stderr,
+        )
+        return 2
+    if not normalise(args.name).replace("_", "").isalnum():
+        print(f"trainwreck: --name '{args.name}' is not a valid distribution name", file=sys.stderr)
+        return 2
+    rules_dir = Path(args.rules_dir) if args.rules_dir else None
+    if rules_dir is not None and not rules_dir.is_absolute():
+        rules_dir = root / rules_dir
+    bundle, problems = compile_rules(
+        root,
+        run_tests=not args.no_tests,
+        rules_dir=rules_dir,
+        name=args.name,
+        version=args.pack_version,
+    )
+    errors = [p for p in problems if p.severity == "error"]
+    if args.format == "json":
+        print(
+            json.dumps(
+                {"problems": [p.to_json() for p in problems], "ok": bundle is not None}, indent=2
+            )
+        )
+    else:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+    if bundle is None:
+        print(f"trainwreck: {len(errors)} error(s); nothing written", file=sys.stderr)
+        return 1
+    bundle_path = root / args.bundle
+    bundle_path.parent.mkdir(parents=True, exist_ok=True)
+    bundle_path.write_text(json.dumps(bundle, sort_keys=True), encoding="utf-8")
+    written = [str(bundle_path)]
+    if not args.no_wheel:
+        out = Path(args.out)
+        out = out if out.is_absolute() else root / out
+        written.append(str(write_wheel(bundle, out, name=args.name, version=args.pack_version)))
+    tested = "" if args.no_tests else ", regression logs pass"
+    if args.format == "text":
+        print(
+            f"compiled {len(bundle['rules'])} rules for {len(bundle['entries'])} entries{tested}: "
+            + ", ".join(written)
+        )
+    return 0

@@ -1,0 +1,549 @@
+"""The condition language: a small hand-written recursive-descent parser and its evaluator.
+
+Grammar (lowest precedence first):
+
+    expr    := and_ ('or' and_)*
+    and_    := not_ ('and' not_)*
+    not_    := 'not' not_ | compare
+    compare := sum (('<' | '<=' | '>' | '>=' | '==' | '!=') sum)?
+    sum     := product (('+' | '-') product)*
+    product := unary (('*' | '/') unary)*
+    unary   := '-' unary | atom
+    atom    := NUMBER [UNIT] | STRING | 'true' | 'false'
+             | INT 'of' '(' expr (',' expr)* ')'
+             | 'count' '(' NAME ')'
+             | NAME ['.' FIELD]
+             | '(' expr ')'
+
+Nothing is ever evaluated as Python. The parse result is a JSON-serialisable tree of lists, so
+the compiled bundle stores it and the engine never re-parses. Types are checked while parsing:
+a condition is boolean; arithmetic is over numbers; one comparison uses captures of at most one
+matcher (a comparison holds when any single match satisfies it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from trainwreck.rules.units import FACTORS
+
+KEYWORDS = frozenset({"and", "or", "not", "of", "count", "true", "false"})
+COMPARE_OPS = ("<=", ">=", "==", "!=", "<", ">")
+MAX_LENGTH = 4000
+MAX_DEPTH = 60
+
+Node = list[Any]
+
+
+class ConditionError(Exception):
+    """A problem in a condition; `offset` is the 0-based character offset in the source."""
+
+    def __init__(self, offset: int, message: str):
+        super().__init__(message)
+        self.offset = offset
+        self.message = message
+
+
+class Scope(Protocol):
+    """What the parser needs to know about the rule's parts."""
+
+    def kind(self, name: str) -> str | None:
+        """'matcher', 'detector', 'series' or None."""
+
+    def field_problem(self, name: str, field: str) -> str | None:
+        """Why `name.field` is not valid, or None when it is."""
+
+
+@dataclass
+class Token:
+    kind: str  # num, str, name, op, end
+    text: str
+    offset: int
+    value: Any = None
+
+
+def tokenize(source: str) -> list[Token]:
+    if len(source) > MAX_LENGTH:
+        raise ConditionError(MAX_LENGTH, f"condition longer than {MAX_LENGTH} characters")
+    tokens: list[Token] = []
+    i, n = 0, len(source)
+    while i < n:
+        ch = source[i]
+        if ch.isspace():
+            i += 1
+            continue
+        start = i
+        if ch.isdigit() or (ch == "." and i + 1 < n and source[i + 1].isdigit()):
+            while i < n and (source[i].isdigit() or source[i] == "."):
+                i += 1
+            if (
+                i < n
+                and source[i] in "eE"
+                and i + 1 < n
+                and (source[i + 1].isdigit() or source[i + 1] in "+-")
+            ):
+                i += 2
+                while i < n and source[i].isdigit():
+                    i += 1
+            number_text = source[start:i]
+            try:
+                value = float(number_text)
+            except ValueError:
+                raise ConditionError(start, f"malformed number '{number_text}'") from None
+            unit_start = i
+            while i < n and (source[i].isalpha() or source[i] == "µ"):
+                i += 1
+            unit = source[unit_start:i]
+            if unit:
+                if unit not in FACTORS or unit in ("number",):
+                    raise ConditionError(
+                        unit_start,
+                        f"unknown unit '{unit}' (times: ns us ms s min h; sizes: B KiB MiB GiB TiB KB MB GB TB)",
+                    )
+                value *= FACTORS[unit]
+            tokens.append(Token("num", source[start:i], start, value))
+            continue
+        if ch.isalpha() or ch == "_":
+            while i < n and (source[i].isalnum() or source[i] == "_"):
+                i += 1
+            tokens.append(Token("name", source[start:i], start))
+            continue
+        if ch in "'\"":
+            quote = ch
+            i += 1
+            chars: list[str] = []
+            while i < n and source[i] != quote:
+                if source[i] == "\\" and i + 1 < n:
+                    i += 1
+                chars.append(source[i])
+                i += 1
+            if i >= n:
+                raise ConditionError(start, "unterminated string")
+            i += 1
+            tokens.append(Token("str", source[start:i], start, "".join(chars)))
+            continue
+        two = source[i : i + 2]
+        if two in ("<=", ">=", "==", "!="):
+            tokens.append(Token("op", two, start))
+            i += 2
+            continue
+        if ch in "<>+-*/(),.":
+            tokens.append(Token("op", ch, start))
+            i += 1
+            continue
+        if ch == "=":
+            raise ConditionError(start, "use '==' to compare")
+        if ch in "&|!":
+            word = {"&": "and", "|": "or", "!": "not"}[ch]
+            raise ConditionError(start, f"unexpected '{ch}': write '{word}'")
+        raise ConditionError(start, f"unexpected character '{ch}'")
+    tokens.append(Token("end", "", n))
+    return tokens
+
+
+@dataclass
+class _Typed:
+    node: Node
+    type: str  # bool | num | str | nums (captures of a matcher: one value per match) | strs
+    matcher: str | None = None  # the matcher whose captures this expression reads
+    offset: int = 0
+
+
+class Parser:
+    def __init__(self, source: str, scope: Scope):
+        self.source = source
+        self.scope = scope
+        self.tokens = tokenize(source)
+        self.pos = 0
+        self.depth = 0
+        self.names: set[str] = set()
+
+    # -- helpers
+    def peek(self) -> Token:
+        return self.tokens[self.pos]
+
+    def next(self) -> Token:
+        token = self.tokens[self.pos]
+        self.pos += 1
+        return token
+
+    def accept(self, kind: str, text: str | None = None) -> Token | None:
+        token = self.peek()
+        if token.kind == kind and (text is None or token.text == text):
+            self.pos += 1
+            return token
+        return None
+
+    def expect(self, kind: str, text: str, what: str) -> Token:
+        token = self.accept(kind, text)
+        if token is None:
+            found = self.peek()
+            shown = "end of condition" if found.kind == "end" else f"'{found.text}'"
+            raise ConditionError(found.offset, f"expected {what}, found {shown}")
+        return token
+
+    def keyword(self, word: str) -> Token | None:
+        token = self.peek()
+        if token.kind == "name" and token.text == word:
+            self.pos += 1
+            return token
+        return None
+
+    # -- grammar
+    def parse(self) -> Node:
+        if self.peek().kind == "end":
+            raise ConditionError(0, "empty condition")
+        result = self.expr()
+        token = self.peek()
+        if token.kind != "end":
+            raise ConditionError(
+                token.offset, f"unexpected '{token.text}' after a complete condition"
+            )
+        return self.as_bool(result).node
+
+    def nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ConditionError(
+                self.peek().offset, f"condition nests deeper than {MAX_DEPTH} levels"
+            )
+
+    def as_bool(self, typed: _Typed) -> _Typed:
+        if typed.type == "bool":
+            return typed
+        raise ConditionError(
+            typed.offset,
+            "expected a condition (a part name, a comparison or 'N of (...)'), found a "
+            + {"num": "number", "nums": "number", "str": "string", "strs": "string"}[typed.type],
+        )
+
+    def expr(self) -> _Typed:
+        self.nest()
+        first = self.and_()
+        items = [first]
+        while self.keyword("or"):
+            items.append(self.as_bool(self.and_()))
+        self.depth -= 1
+        if len(items) == 1:
+            return first
+        self.as_bool(first)
+        return _Typed(["or", [item.node for item in items]], "bool", offset=first.offset)
+
+    def and_(self) -> _Typed:
+        first = self.not_()
+        items = [first]
+        while self.keyword("and"):
+            items.append(self.as_bool(self.not_()))
+        if len(items) == 1:
+            return first
+        self.as_bool(first)
+        return _Typed(["and", [item.node for item in items]], "bool", offset=first.offset)
+
+    def not_(self) -> _Typed:
+        token = self.keyword("not")
+        if token:
+            self.nest()
+            inner = self.as_bool(self.not_())
+            self.depth -= 1
+            return _Typed(["not", inner.node], "bool", offset=token.offset)
+        return self.compare()
+
+    def compare(self) -> _Typed:
+        left = self.sum()
+        token = self.peek()
+        if token.kind == "op" and token.text in COMPARE_OPS:
+            self.pos += 1
+            right = self.sum()
+            following = self.peek()
+            if following.kind == "op" and following.text in COMPARE_OPS:
+                raise ConditionError(
+                    following.offset, "comparisons cannot be chained; join them with 'and'"
+                )
+            return self.comparison(token, left, right)
+        return left
+
+    def comparison(self, op: Token, left: _Typed, right: _Typed) -> _Typed:
+        for side in (left, right):
+            if side.type == "bool":
+                raise ConditionError(side.offset, f"cannot compare a condition with '{op.text}'")
+        if left.matcher and right.matcher and left.matcher != right.matcher:
+            raise ConditionError(
+                right.offset,
+                f"one comparison may use captures of one matcher only ('{left.matcher}' and '{right.matcher}'); "
+                "compare each separately and join with 'and'",
+            )
+        textual = {left.type, right.type} & {"str", "strs"}
+        if textual:
+            if op.text not in ("==", "!="):
+                raise ConditionError(
+                    op.offset, f"strings can only be compared with == or != (not '{op.text}')"
+                )
+            if left.type == "str" and right.type == "str":
+                raise ConditionError(
+                    left.offset, "comparing two string literals is always the same"
+                )
+            # A capture compared with a string literal: compare texts.
+            field, literal = (left, right) if right.type == "str" else (right, left)
+            if literal.type != "str" or field.node[0] != "attr":
+                raise ConditionError(
+                    op.offset,
+                    'compare a capture with a quoted string, e.g. exc.name == "OutOfMemoryError"',
+                )
+            return _Typed(
+                ["streq", op.text, field.node, literal.node[1]], "bool", offset=left.offset
+            )
+        return _Typed(["cmp", op.text, left.node, right.node], "bool", offset=left.offset)
+
+    def arith(self, op: Token, left: _Typed, right: _Typed) -> _Typed:
+        for side in (left, right):
+            if side.type not in ("num", "nums"):
+                what = "a condition" if side.type == "bool" else "a string"
+                raise ConditionError(side.offset, f"'{op.text}' needs numbers, not {what}")
+        if left.matcher and right.matcher and left.matcher != right.matcher:
+            raise ConditionError(
+                right.offset,
+                f"arithmetic may use captures of one matcher only ('{left.matcher}' and '{right.matcher}')",
+            )
+        matcher = left.matcher or right.matcher
+        kind = "nums" if "nums" in (left.type, right.type) else "num"
+        return _Typed(["bin", op.text, left.node, right.node], kind, matcher, left.offset)
+
+    def sum(self) -> _Typed:
+        left = self.product()
+        while True:
+            token = self.peek()
+            if token.kind == "op" and token.text in "+-":
+                self.pos += 1
+                left = self.arith(token, left, self.product())
+            else:
+                return left
+
+    def product(self) -> _Typed:
+        left = self.unary()
+        while True:
+            token = self.peek()
+            if token.kind == "op" and token.text in "*/":
+                self.pos += 1
+                left = self.arith(token, left, self.unary())
+            else:
+                return left
+
+    def unary(self) -> _Typed:
+        token = self.accept("op", "-")
+        if token:
+            inner = self.unary()
+            if inner.type not in ("num", "nums"):
+                raise ConditionError(token.offset, "'-' needs a number")
+            return _Typed(["neg", inner.node], inner.type, inner.matcher, token.offset)
+        return self.atom()
+
+    def atom(self) -> _Typed:
+        token = self.peek()
+        if token.kind == "end":
+            raise ConditionError(token.offset, "condition ends too early")
+        if token.kind == "num":
+            self.pos += 1
+            if self.keyword("of"):
+                return self.n_of(token)
+            return _Typed(["num", token.value], "num", offset=token.offset)
+        if token.kind == "str":
+            self.pos += 1
+            return _Typed(["str", token.value], "str", offset=token.offset)
+        if token.kind == "op" and token.text == "(":
+            self.pos += 1
+            inner = self.expr()
+            self.expect("op", ")", "')'")
+            inner.offset = token.offset
+            return inner
+        if token.kind == "name":
+            return self.name_atom()
+        raise ConditionError(token.offset, f"unexpected '{token.text}'")
+
+    def n_of(self, number: Token) -> _Typed:
+        value = number.value
+        if value != int(value) or value < 1 or not number.text.isdigit():
+            raise ConditionError(number.offset, "'N of (...)' needs a whole number N >= 1")
+        self.expect("op", "(", "'(' after 'of'")
+        items = [self.as_bool(self.expr()).node]
+        while self.accept("op", ","):
+            items.append(self.as_bool(self.expr()).node)
+        self.expect("op", ")", "')' or ','")
+        if int(value) > len(items):
+            raise ConditionError(
+                number.offset,
+                f"'{int(value)} of' needs at least {int(value)} conditions, found {len(items)}",
+            )
+        return _Typed(["nof", int(value), items], "bool", offset=number.offset)
+
+    def name_atom(self) -> _Typed:
+        token = self.next()
+        name = token.text
+        if name in ("true", "false"):
+            return _Typed(["bool", name == "true"], "bool", offset=token.offset)
+        if name == "count":
+            if not self.accept("op", "("):
+                raise ConditionError(token.offset, "'count' is reserved: write count(NAME)")
+            target = self.next()
+            if target.kind != "name":
+                raise ConditionError(target.offset, "count(...) takes a matcher or detector name")
+            self.resolve(target, allow=("matcher", "detector"))
+            self.expect("op", ")", "')'")
+            return _Typed(["count", target.text], "num", offset=token.offset)
+        if name in KEYWORDS:
+            raise ConditionError(token.offset, f"unexpected keyword '{name}'")
+        kind = self.resolve(token, allow=("matcher", "detector"))
+        if self.accept("op", "."):
+            field = self.next()
+            if field.kind != "name":
+                raise ConditionError(
+                    field.offset, f"expected a capture or output name after '{name}.'"
+                )
+            problem = self.scope.field_problem(name, field.text)
+            if problem:
+                raise ConditionError(field.offset, problem)
+            if kind == "matcher":
+                return _Typed(["attr", name, field.text], "nums", name, token.offset)
+            return _Typed(["attr", name, field.text], "num", None, token.offset)
+        return _Typed(["name", name], "bool", offset=token.offset)
+
+    def resolve(self, token: Token, allow: Sequence[str]) -> str:
+        kind = self.scope.kind(token.text)
+        if kind is None:
+            raise ConditionError(token.offset, f"unknown name '{token.text}'")
+        if kind not in allow:
+            raise ConditionError(
+                token.offset,
+                f"'{token.text}' is a {kind}; a condition names matchers and detectors",
+            )
+        self.names.add(token.text)
+        return kind
+
+
+def parse(source: str, scope: Scope) -> tuple[Node, set[str]]:
+    """Parse and type-check a condition. Returns the tree and the part names it uses."""
+    parser = Parser(source, scope)
+    return parser.parse(), parser.names
+
+
+def referenced_fields(node: Node) -> set[tuple[str, str]]:
+    """(part, field) pairs read by the tree (the engine keeps those captures' values)."""
+    found: set[tuple[str, str]] = set()
+
+    def walk(item: Any) -> None:
+        if isinstance(item, list) and item:
+            if item[0] == "attr":
+                found.add((item[1], item[2]))
+                return
+            for child in item[1:]:
+                walk(child)
+
+    walk(node)
+    return found
+
+
+def referenced_names(node: Node) -> set[str]:
+    found: set[str] = set()
+
+    def walk(item: Any) -> None:
+        if isinstance(item, list) and item:
+            if item[0] in ("name", "count") or item[0] == "attr":
+                found.add(item[1])
+            else:
+                for child in item[1:]:
+                    walk(child)
+
+    walk(node)
+    return found
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+
+class Context(Protocol):
+    def truth(self, name: str) -> bool: ...
+
+    def count(self, name: str) -> float: ...
+
+    def numbers(self, part: str, field: str) -> np.ndarray | float: ...
+
+    def strings(self, part: str, field: str) -> list[str]: ...
+
+
+def evaluate(node: Node, ctx: Context) -> bool:
+    """Evaluate a parsed condition. Vector comparisons hold when any element satisfies them."""
+    return bool(_eval(node, ctx))
+
+
+_CMP: dict[str, Callable[[Any, Any], Any]] = {
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+}
+
+
+def _eval(node: Node, ctx: Context) -> Any:
+    op = node[0]
+    if op == "or":
+        return any(_eval(item, ctx) for item in node[1])
+    if op == "and":
+        return all(_eval(item, ctx) for item in node[1])
+    if op == "not":
+        return not _eval(node[1], ctx)
+    if op == "nof":
+        needed = node[1]
+        hits = 0
+        for item in node[2]:
+            hits += bool(_eval(item, ctx))
+            if hits >= needed:
+                return True
+        return False
+    if op == "bool":
+        return node[1]
+    if op == "name":
+        return ctx.truth(node[1])
+    if op == "cmp":
+        with np.errstate(all="ignore"):
+            left = _num(node[2], ctx)
+            right = _num(node[3], ctx)
+            result = _CMP[node[1]](left, right)
+        return bool(np.any(result))
+    if op == "streq":
+        values = ctx.strings(node[2][1], node[2][2])
+        equal = any(value == node[3] for value in values)
+        if node[1] == "==":
+            return equal
+        return any(value != node[3] for value in values)
+    raise ValueError(f"not a condition node: {op}")
+
+
+def _num(node: Node, ctx: Context) -> Any:
+    op = node[0]
+    if op == "num":
+        return node[1]
+    if op == "count":
+        return ctx.count(node[1])
+    if op == "attr":
+        return ctx.numbers(node[1], node[2])
+    if op == "neg":
+        return -_num(node[1], ctx)
+    if op == "bin":
+        left = _num(node[2], ctx)
+        right = _num(node[3], ctx)
+        if node[1] == "+":
+            return left + right
+        if node[1] == "-":
+            return left - right
+        if node[1] == "*":
+            return left * right
+        divisor = np.asarray(right, dtype=float)
+        divisor = np.where(divisor == 0, math.nan, divisor)
+        return np.asarray(left, dtype=float) / divisor
+    raise ValueError(f"not a number node: {op}")

@@ -1,0 +1,411 @@
+"""Detectors over per-rank series, in numpy, with robust statistics (median and MAD).
+
+Each detector takes the series of every rank and its settings and returns a `DetectorResult`:
+whether it fired, its outputs (usable in conditions as `name.output`), the ranks involved, and
+point events (for cooccur and for evidence).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+RankKey = Any  # int rank, a str label ("node-2"), or None when unknown
+
+
+@dataclass
+class Points:
+    """The points of one rank's series (all arrays the same length)."""
+
+    value: np.ndarray
+    index: np.ndarray
+    t: np.ndarray
+    file: np.ndarray
+    line: np.ndarray
+    offset: np.ndarray  # byte offset of the line in its (decompressed) file
+
+    def __len__(self) -> int:
+        return int(self.value.shape[0])
+
+    def event(self, i: int, rank: RankKey) -> Event:
+        return Event(
+            rank,
+            float(self.index[i]),
+            float(self.t[i]),
+            int(self.file[i]),
+            int(self.line[i]),
+            float(self.value[i]),
+            int(self.offset[i]),
+        )
+
+
+@dataclass
+class Event:
+    rank: RankKey
+    index: float
+    t: float
+    file: int
+    line: int
+    value: float
+    offset: int = -1
+
+
+@dataclass
+class DetectorResult:
+    fired: bool
+    outputs: dict[str, float] = field(default_factory=dict)
+    ranks: list[RankKey] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    rank: RankKey = None  # the rank this detector names (drift, rank_outlier, threshold)
+    note: str = ""  # a one-line human summary
+
+
+def _finite(points: Points) -> Points:
+    keep = np.isfinite(points.value)
+    if keep.all():
+        return points
+    return Points(
+        points.value[keep],
+        points.index[keep],
+        points.t[keep],
+        points.file[keep],
+        points.line[keep],
+        points.offset[keep],
+    )
+
+
+def robust(values: np.ndarray) -> tuple[float, float]:
+    """Median and median absolute deviation."""
+    if values.size == 0:
+        return math.nan, math.nan
+    median = float(np.median(values))
+    return median, float(np.median(np.abs(values - median)))
+
+
+def periodic_stalls(
+    series: Mapping[RankKey, Points], settings: Mapping[str, Any]
+) -> DetectorResult:
+    min_ratio = float(settings["min_ratio"])
+    min_mad = float(settings["min_mad"])
+    tolerance = float(settings["step_tolerance"])
+    analysed: list[RankKey] = []
+    medians: list[float] = []
+    mads: list[float] = []
+    spike_rank: list[int] = []
+    spike_points: list[
+        tuple[float, float, int, int, float, int]
+    ] = []  # index, t, file, line, value, offset
+    for rank, raw in series.items():
+        points = _finite(raw)
+        if len(points) < int(settings["min_points"]):
+            continue
+        median, mad = robust(points.value)
+        if not median > 0:
+            continue
+        mask = (points.value >= min_ratio * median) & (points.value >= median + min_mad * mad)
+        if mad == 0:
+            mask &= points.value > median
+        rank_id = len(analysed)
+        analysed.append(rank)
+        medians.append(median)
+        mads.append(mad)
+        for i in np.flatnonzero(mask):
+            spike_rank.append(rank_id)
+            spike_points.append(
+                (
+                    float(points.index[i]),
+                    float(points.t[i]),
+                    int(points.file[i]),
+                    int(points.line[i]),
+                    float(points.value[i]),
+                    int(points.offset[i]),
+                )
+            )
+    outputs: dict[str, float] = {
+        "count": 0.0,
+        "ratio": math.nan,
+        "median": float(np.median(medians)) if medians else math.nan,
+        "mad": float(np.median(mads)) if mads else math.nan,
+        "spike": math.nan,
+        "interval": math.nan,
+        "interval_s": math.nan,
+        "interval_cv": math.nan,
+        "ranks": float(len(analysed)),
+    }
+    if not analysed or not spike_points:
+        return DetectorResult(False, outputs, analysed)
+    aligned = settings["aligned_ranks"]
+    need = (
+        len(analysed)
+        if aligned == "all"
+        else 1
+        if aligned == "any"
+        else min(int(aligned), len(analysed))
+    )
+    order = sorted(range(len(spike_points)), key=lambda k: spike_points[k][0])
+    # Cluster spikes whose indices lie within the tolerance of the previous one: one stall.
+    clusters: list[list[int]] = []
+    for k in order:
+        if clusters and spike_points[k][0] - spike_points[clusters[-1][-1]][0] <= tolerance:
+            clusters[-1].append(k)
+        else:
+            clusters.append([k])
+    stalls: list[list[int]] = [c for c in clusters if len({spike_rank[k] for k in c}) >= need]
+    events: list[Event] = []
+    stall_index: list[float] = []
+    stall_time: list[float] = []
+    spike_values: list[float] = []
+    for cluster in stalls:
+        worst = max(cluster, key=lambda k: spike_points[k][4])
+        index, t, file_id, line, value, offset = spike_points[worst]
+        events.append(Event(analysed[spike_rank[worst]], index, t, file_id, line, value, offset))
+        stall_index.append(float(np.median([spike_points[k][0] for k in cluster])))
+        times = [spike_points[k][1] for k in cluster if math.isfinite(spike_points[k][1])]
+        stall_time.append(float(np.median(times)) if times else math.nan)
+        spike_values.extend(spike_points[k][4] for k in cluster)
+    outputs["count"] = float(len(stalls))
+    if spike_values:
+        outputs["spike"] = float(np.median(spike_values))
+        outputs["ratio"] = outputs["spike"] / outputs["median"]
+    fired = False
+    if len(stalls) >= 2:
+        intervals = np.diff(np.asarray(stall_index))
+        mean = float(intervals.mean())
+        outputs["interval"] = float(np.median(intervals))
+        outputs["interval_cv"] = float(intervals.std() / mean) if mean > 0 else math.inf
+        times = np.asarray(stall_time)
+        if np.isfinite(times).sum() >= 2:
+            outputs["interval_s"] = float(np.median(np.diff(times[np.isfinite(times)])))
+    if len(stalls) >= int(settings["min_count"]):
+        fired = outputs["interval_cv"] <= float(settings["max_interval_cv"])
+    note = ""
+    if stalls:
+        note = (
+            f"{len(stalls)} stalls aligned on {need} of {len(analysed)} rank(s), "
+            f"median spike {outputs['spike']:.1f} vs median {outputs['median']:.1f} "
+            f"({outputs['ratio']:.2f}x), every {outputs['interval']:.0f} steps, interval CV {outputs['interval_cv']:.2f}"
+        )
+    return DetectorResult(fired, outputs, analysed, events, note=note)
+
+
+def drift(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+    increases: dict[RankKey, tuple[float, float, Points]] = {}
+    for rank, raw in series.items():
+        points = _finite(raw)
+        if len(points) < int(settings["min_points"]):
+            continue
+        third = max(len(points) // 3, 1)
+        early = float(np.median(points.value[:third]))
+        late = float(np.median(points.value[-third:]))
+        delta = late - early
+        increase = delta / early if early > 0 else math.inf if delta > 0 else 0.0
+        increases[rank] = (increase, delta, points)
+    min_increase = float(settings["min_increase"])
+    drifting = [
+        rank
+        for rank, (increase, delta, _) in increases.items()
+        if increase >= min_increase and delta >= float(settings["min_delta"])
+    ]
+    if settings["peers"]:
+        drifting = [
+            rank
+            for rank in drifting
+            if len(increases) >= 2
+            and all(increases[other][0] < min_increase / 2 for other in increases if other != rank)
+        ]
+    outputs = {
+        "count": float(len(drifting)),
+        "increase": math.nan,
+        "delta": math.nan,
+        "rank": math.nan,
+    }
+    if not drifting:
+        return DetectorResult(False, outputs, list(increases))
+    worst = max(drifting, key=lambda r: increases[r][0])
+    increase, delta, points = increases[worst]
+    outputs.update(
+        increase=increase, delta=delta, rank=float(worst) if isinstance(worst, int) else math.nan
+    )
+    last = len(points) - 1
+    events = [points.event(0, worst), points.event(last, worst)]
+    shown = "from 0" if not math.isfinite(increase) else f"+{increase * 100:.0f}%"
+    note = (
+        f"rank {worst} rose {shown} (by {delta:.1f}) from the first third of the run to the last; peers stayed flat"
+        if settings["peers"]
+        else f"rank {worst} rose {shown} (by {delta:.1f})"
+    )
+    return DetectorResult(True, outputs, drifting, events, rank=worst, note=note)
+
+
+def rank_outlier(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+    medians: dict[RankKey, float] = {}
+    last: dict[RankKey, Points] = {}
+    for rank, raw in series.items():
+        points = _finite(raw)
+        if len(points):
+            medians[rank] = float(np.median(points.value))
+            last[rank] = points
+    outputs = {"count": 0.0, "rank": math.nan, "ratio": math.nan}
+    if len(medians) < 3:
+        return DetectorResult(False, outputs, list(medians))
+    values = np.asarray(list(medians.values()))
+    center, mad = robust(values)
+    spread = max(mad, 0.01 * abs(center))
+    below = bool(settings["below"])
+    outliers = []
+    for rank, median in medians.items():
+        if below:
+            hit = median <= center - float(settings["min_mad"]) * spread and (
+                center == 0 or median <= center / float(settings["min_ratio"])
+            )
+        else:
+            hit = (
+                median >= center + float(settings["min_mad"]) * spread
+                and median >= float(settings["min_ratio"]) * center
+            )
+        if hit:
+            outliers.append(rank)
+    if not outliers:
+        return DetectorResult(False, outputs, list(medians))
+    worst = (min if below else max)(outliers, key=lambda r: medians[r])
+    ratio = medians[worst] / center if center else math.inf
+    outputs.update(
+        count=float(len(outliers)),
+        rank=float(worst) if isinstance(worst, int) else math.nan,
+        ratio=ratio,
+    )
+    points = last[worst]
+    i = len(points) - 1
+    events = [points.event(i, worst)]
+    note = (
+        f"rank {worst} median {medians[worst]:.1f} is {ratio:.2f}x the ranks' median {center:.1f}"
+    )
+    return DetectorResult(True, outputs, outliers, events, rank=worst, note=note)
+
+
+def threshold(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+    events: list[Event] = []
+    ranks: list[RankKey] = []
+    count = 0
+    top, bottom = -math.inf, math.inf
+    first: tuple[float, RankKey] | None = None
+    for rank, raw in series.items():
+        points = _finite(raw)
+        if not len(points):
+            continue
+        if "above" in settings and settings["above"] is not None:
+            mask = points.value > float(settings["above"])
+        else:
+            mask = points.value < float(settings["below"])
+        hits = np.flatnonzero(mask)
+        if not hits.size:
+            continue
+        ranks.append(rank)
+        count += int(hits.size)
+        top = max(top, float(points.value[hits].max()))
+        bottom = min(bottom, float(points.value[hits].min()))
+        key = (
+            float(points.t[hits[0]])
+            if math.isfinite(points.t[hits[0]])
+            else float(points.index[hits[0]])
+        )
+        if first is None or key < first[0]:
+            first = (key, rank)
+        for i in hits[:50]:
+            events.append(points.event(int(i), rank))
+    fired = count >= int(settings["min_count"])
+    rank = first[1] if first else None
+    outputs = {
+        "count": float(count),
+        "max": top if count else math.nan,
+        "min": bottom if count else math.nan,
+        "rank": float(rank) if isinstance(rank, int) else math.nan,
+    }
+    return DetectorResult(
+        fired, outputs, ranks, events, rank=rank, note=f"{count} point(s) beyond the threshold"
+    )
+
+
+@dataclass
+class EventTable:
+    """Point events of a part, as arrays (for cooccur)."""
+
+    rank: list[RankKey]
+    t: np.ndarray
+    step: np.ndarray
+    file: np.ndarray
+    line: np.ndarray
+    offset: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+
+def events_table(events: list[Event]) -> EventTable:
+    return EventTable(
+        [e.rank for e in events],
+        np.asarray([e.t for e in events], dtype=float),
+        np.asarray([e.index for e in events], dtype=float),
+        np.asarray([e.file for e in events], dtype=np.int64),
+        np.asarray([e.line for e in events], dtype=np.int64),
+        np.asarray([e.offset for e in events], dtype=np.int64),
+    )
+
+
+def cooccur(
+    a: EventTable, b: EventTable, settings: Mapping[str, Any]
+) -> tuple[DetectorResult, np.ndarray]:
+    """Which a-events have a b-event within the window. Returns the result and the hit mask."""
+    window = float(settings["window"])
+    by = settings["by"]
+    hits = np.zeros(len(a), dtype=bool)
+    if len(a) and len(b):
+        if by == "time":
+            key_a, key_b = a.t, b.t
+        elif by == "step":
+            key_a, key_b = a.step, b.step
+        else:
+            key_a, key_b = a.line.astype(float), b.line.astype(float)
+        groups_b: dict[Any, np.ndarray] = {}
+        same_rank = bool(settings["same_rank"])
+        for i in range(len(a)):
+            if not math.isfinite(key_a[i]):
+                continue
+            group = (a.rank[i] if same_rank else None, int(a.file[i]) if by == "line" else None)
+            keys = groups_b.get(group)
+            if keys is None:
+                select = np.isfinite(key_b)
+                if same_rank:
+                    select &= np.asarray([r == group[0] for r in b.rank], dtype=bool)
+                if by == "line":
+                    select &= b.file == group[1]
+                keys = np.sort(key_b[select])
+                groups_b[group] = keys
+            if keys.size:
+                j = int(np.searchsorted(keys, key_a[i]))
+                near = min(
+                    (abs(keys[k] - key_a[i]) for k in (j - 1, j) if 0 <= k < keys.size),
+                    default=math.inf,
+                )
+                hits[i] = near <= window
+    count = int(hits.sum())
+    fraction = count / len(a) if len(a) else 0.0
+    fired = count >= int(settings["min_count"]) and fraction >= float(settings["min_fraction"])
+    ranks = sorted({a.rank[i] for i in np.flatnonzero(hits)}, key=_rank_sort)
+    note = f"{count} of {len(a)} '{settings['a']}' events have a '{settings['b']}' event within {window:g} ({by})"
+    return DetectorResult(
+        fired, {"count": float(count), "fraction": fraction}, ranks, note=note
+    ), hits
+
+
+def _rank_sort(rank: RankKey) -> tuple[int, Any]:
+    if isinstance(rank, int):
+        return (0, rank)
+    return (1, str(rank))
+
+
+rank_sort_key = _rank_sort

@@ -1,0 +1,860 @@
+"""The diagnosis engine: streams logs through the compiled rules in bounded memory.
+
+How a log is read, and why it is fast:
+- input is read in blocks of a few MiB, cut at line ends; a line longer than MAX_LINE bytes is cut
+  there (its tail is skipped, never buffered);
+- one combined RE2 search over the block finds candidate lines: those that contain a literal that
+  some pattern requires (or that the pattern itself could match, when no literal is provable);
+  every other line costs only RE2's scan and a newline count;
+- a candidate line is decoded, its rank prefix removed, and one RE2 set tells which patterns
+  match; only those run again, for their captures;
+- numbers go to per-rank numpy arrays that grow in chunks; evidence lines are capped per matcher.
+"""
+
+from __future__ import annotations
+
+import calendar
+import gzip
+import json
+import math
+import re
+import sys
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import re2
+
+from trainwreck.rules import condition as cond
+from trainwreck.rules import detectors as det
+from trainwreck.rules import regexes
+from trainwreck.rules.units import convert, to_number
+
+BLOCK = 4 << 20  # bytes read at a time
+MAX_LINE = 64 << 10  # a line is cut at this length
+MAX_EVIDENCE_PER_MATCHER = 24
+MAX_ROWS = 1_000_000  # kept capture values / events per matcher
+MAX_SERIES_POINTS = 5_000_000  # per series and rank
+EVIDENCE_TEXT = 400  # characters of a line kept as evidence
+_U = re2._re2.RE2.Anchor.UNANCHORED
+
+_PREFIX = re.compile(
+    r"^(?:(?P<host>[\w.-]+):\s)?"
+    r"(?:\[(?:rank|default)(?P<r1>\d+)\]:\s?|\[(?P<job>\d+),(?P<r2>\d+)\]<std(?:out|err)>:\s?)"
+)
+_HOST = re.compile(r"^(?P<host>(?:worker|node|host)[\w.-]*):\s")
+_INLINE_RANK = re.compile(r"\[Rank (\d+)\]|\brank\b\s?[=:]\s?(\d+)\b|\brank (\d+)\b", re.IGNORECASE)
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_GLOG = re.compile(r"(?:^|[\[\s])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
+_FILE_NUMBER = re.compile(r"^(\d+)\.(?:log|txt|out|err|jsonl)$")
+_NODE = re.compile(r"^(?:node|host|worker)[_-]?\d+$", re.IGNORECASE)
+_SAMPLE_PREFIX = re.compile(rb"(?m)^(?:[\w.-]+: )?\[(?:rank|default)(\d+)\]:")
+GLOG_YEAR = 2000  # glog lines carry no year; timestamps are only compared with each other
+
+
+class Grow:
+    """A numpy column that grows in chunks (amortised O(1) appends, bounded by `limit`)."""
+
+    __slots__ = ("data", "limit", "size")
+
+    def __init__(self, dtype: Any, limit: int = MAX_SERIES_POINTS):
+        self.data = np.empty(256, dtype=dtype)
+        self.size = 0
+        self.limit = limit
+
+    def append(self, value: Any) -> bool:
+        if self.size >= self.limit:
+            return False
+        if self.size == self.data.shape[0]:
+            grown = np.empty(min(self.data.shape[0] * 2, self.limit), dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size] = value
+        self.size += 1
+        return True
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
+class SeriesBuffer:
+    __slots__ = ("count", "file", "index", "line", "offset", "t", "truncated", "value")
+
+    def __init__(self) -> None:
+        self.value = Grow(np.float64)
+        self.index = Grow(np.float64)
+        self.t = Grow(np.float64)
+        self.file = Grow(np.int32)
+        self.line = Grow(np.int64)
+        self.offset = Grow(np.int64)
+        self.count = 0
+        self.truncated = False
+
+    def add(
+        self, value: float, index: float, t: float, file_id: int, line: int, offset: int
+    ) -> None:
+        if not self.value.append(value):
+            self.truncated = True
+            return
+        self.index.append(index)
+        self.t.append(t)
+        self.file.append(file_id)
+        self.line.append(line)
+        self.offset.append(offset)
+        self.count += 1
+
+    def points(self) -> det.Points:
+        return det.Points(
+            self.value.view(),
+            self.index.view(),
+            self.t.view(),
+            self.file.view(),
+            self.line.view(),
+            self.offset.view(),
+        )
+
+
+@dataclass
+class Evidence:
+    file: int
+    line: int
+    text: str
+    rank: Any
+    t: float
+    part: str
+    offset: int = -1
+
+
+@dataclass
+class MatcherState:
+    count: int = 0
+    rank_counts: dict[Any, int] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+    first: dict[Any, tuple[float, int, int]] = field(
+        default_factory=dict
+    )  # rank -> (t, file, line)
+    columns: dict[str, list[Any]] = field(default_factory=dict)
+    events: list[tuple[Any, float, float, int, int, int]] | None = (
+        None  # rank, t, step, file, line, offset
+    )
+    truncated: bool = False
+
+
+class RuleRun:
+    """The mutable state of one rule during a scan."""
+
+    def __init__(self, rule: dict[str, Any]):
+        self.rule = rule
+        self.matchers: dict[str, MatcherState] = {name: MatcherState() for name in rule["matchers"]}
+        for part, name in rule.get("fields", []):
+            self.matchers[part].columns[name] = []
+        event_parts = {
+            spec[role]
+            for spec in rule["detectors"].values()
+            if spec["kind"] == "cooccur"
+            for role in ("a", "b")
+        }
+        for name in event_parts & set(rule["matchers"]):
+            self.matchers[name].events = []
+        self.series: dict[str, dict[Any, SeriesBuffer]] = {name: {} for name in rule["series"]}
+        self.feeds: dict[str, list[tuple[str, str, str | None]]] = {}
+        for name, spec in rule["series"].items():
+            for matcher in spec["matchers"]:
+                self.feeds.setdefault(matcher, []).append((name, spec["value"], spec.get("index")))
+        self.counters: dict[tuple[str, Any], int] = {}
+        self.blocks: dict[tuple[str, int, Any], tuple[int, dict[str, Any], Evidence]] = {}
+
+
+@dataclass
+class Skipped:
+    file: str
+    reason: str
+
+
+@dataclass
+class ScanResult:
+    runs: list[RuleRun]
+    files: list[str]
+    skipped: list[Skipped]
+    ranks_seen: set[Any]
+    lines: int
+    bytes: int
+
+
+# --- the compiled rule set ------------------------------------------------------------------------
+
+
+@dataclass
+class _User:
+    order: int  # end, capture, regex, start: closes blocks before a new one opens on the line
+    run_index: int
+    matcher: str
+    role: str
+    regex: Any
+    captures: bool
+    block: dict[str, Any] | None
+
+
+class Engine:
+    def __init__(self, rules: list[dict[str, Any]]):
+        self.rules = rules
+        patterns: dict[str, int] = {}
+        users: list[list[_User]] = []
+        self.json_matchers: list[tuple[int, str, dict[str, Any]]] = []
+        prefilters: list[str] = []
+        role_order = {"end": 0, "capture": 1, "regex": 2, "start": 3}
+
+        def add(
+            pattern: str, run_index: int, matcher: str, role: str, block: dict[str, Any] | None
+        ) -> None:
+            if pattern not in patterns:
+                patterns[pattern] = len(patterns)
+                users.append([])
+                prefilters.append(regexes.prefilter_pattern(pattern))
+            compiled = regexes.compile(pattern)
+            users[patterns[pattern]].append(
+                _User(
+                    role_order[role],
+                    run_index,
+                    matcher,
+                    role,
+                    compiled,
+                    bool(compiled.groupindex),
+                    block,
+                )
+            )
+
+        json_literals: set[str] = set()
+        self.missing_from = False
+        for index, rule in enumerate(rules):
+            init = rule["report"]["initiating_rank"]
+            if isinstance(init, dict) and "missing_from" in init:
+                self.missing_from = True
+            for name, spec in rule["matchers"].items():
+                if spec["kind"] == "regex":
+                    add(spec["regex"], index, name, "regex", None)
+                elif spec["kind"] == "block":
+                    add(spec["start"], index, name, "start", spec)
+                    add(spec["end"], index, name, "end", spec)
+                    for pattern in spec["capture"]:
+                        add(pattern, index, name, "capture", spec)
+                else:
+                    self.json_matchers.append((index, name, spec["json"]))
+                    strings = [
+                        v for v in spec["json"].values() if isinstance(v, str) and len(v) >= 2
+                    ]
+                    if strings:
+                        json_literals.add(re2.escape(json.dumps(strings[0])))
+                    elif spec["json"]:
+                        json_literals.add(re2.escape(json.dumps(next(iter(spec["json"])))))
+                    else:
+                        json_literals.add(r"\{\s*\"")
+        for users_of in users:
+            users_of.sort(key=lambda u: u.order)
+        self.users = users
+        self.pattern_list = list(patterns)
+        self.set = None
+        if patterns:
+            self.set = re2.Set.SearchSet(regexes.options())
+            for pattern in self.pattern_list:
+                self.set.Add(pattern)
+            self.set.Compile()
+        alternatives = [f"(?:{p})" for p in prefilters] + sorted(json_literals)
+        self.prefilter = None
+        if alternatives:
+            opts = regexes.options()
+            opts.never_capture = True
+            opts.max_mem = 256 << 20
+            self.prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+
+    # -- input ----------------------------------------------------------------------------------
+
+    def scan(self, inputs: Iterable[tuple[str, Any]]) -> ScanResult:
+        """Scan inputs: (display name, path | "-" | binary stream)."""
+        runs = [RuleRun(rule) for rule in self.rules]
+        result = ScanResult(runs, [], [], set(), 0, 0)
+        for display, source in inputs:
+            file_id = len(result.files)
+            result.files.append(display)
+            file_rank = rank_from_path(display)
+            if file_rank is not None:
+                result.ranks_seen.add(file_rank)
+            try:
+                self._scan_file(source, display, file_id, file_rank, runs, result)
+            except MemoryError:
+                result.skipped.append(
+                    Skipped(display, "out of memory while reading; the rest was skipped")
+                )
+        return result
+
+    def _open(self, source: Any, display: str, result: ScanResult) -> BinaryIO | None:
+        if not isinstance(source, (str, Path)):
+            return source
+        if str(source) == "-":
+            return sys.stdin.buffer
+        path = Path(source)
+        try:
+            handle: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by the caller
+        except OSError as exc:
+            result.skipped.append(Skipped(display, f"unreadable: {exc.strerror or exc}"))
+            return None
+        head = handle.read(2)
+        handle.seek(0)
+        if head == b"\x1f\x8b":
+            return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+        return handle
+
+    def _blocks(self, handle: BinaryIO, display: str, result: ScanResult) -> Iterator[bytes]:
+        """Blocks of whole lines; lines longer than MAX_LINE are cut there."""
+        pending = b""
+        skipping = False  # inside the uncopied tail of an overlong line
+        first = True
+        while True:
+            try:
+                data = handle.read(BLOCK)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                reason = (
+                    "truncated gzip stream"
+                    if isinstance(exc, EOFError)
+                    else f"corrupt gzip data ({exc})"
+                )
+                result.skipped.append(
+                    Skipped(display, f"{reason}: read up to the damage, the rest was skipped")
+                )
+                data = b""
+            except OSError as exc:
+                result.skipped.append(
+                    Skipped(display, f"read error: {exc.strerror or exc}; the rest was skipped")
+                )
+                data = b""
+            if first:
+                first = False
+                if data and _looks_binary(data[:8192]):
+                    result.skipped.append(Skipped(display, "binary file (not text); skipped"))
+                    return
+            if not data:
+                if pending:
+                    yield pending + b"\n"
+                return
+            if skipping:
+                cut = data.find(b"\n")
+                if cut < 0:
+                    continue
+                data = data[cut + 1 :]
+                skipping = False
+            buffer = pending + data if pending else data
+            end = buffer.rfind(b"\n")
+            if end < 0:
+                if len(buffer) > MAX_LINE:
+                    result.skipped.append(
+                        Skipped(display, f"a line longer than {MAX_LINE // 1024} KiB was cut there")
+                    )
+                    yield buffer[:MAX_LINE] + b"\n"
+                    pending = b""
+                    skipping = True
+                else:
+                    pending = buffer
+                continue
+            pending = buffer[end + 1 :]
+            if len(pending) > MAX_LINE:
+                result.skipped.append(
+                    Skipped(display, f"a line longer than {MAX_LINE // 1024} KiB was cut there")
+                )
+                yield buffer[: end + 1] + pending[:MAX_LINE] + b"\n"
+                pending = b""
+                skipping = True
+                continue
+            yield buffer[: end + 1]
+
+    def _scan_file(
+        self,
+        source: Any,
+        display: str,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
+    ) -> None:
+        handle = self._open(source, display, result)
+        if handle is None:
+            return
+        prefilter = self.prefilter
+        line_no = 1  # number of the line starting at `counted`
+        base = 0  # offset of the block in the (decompressed) stream
+        try:
+            for block in self._blocks(handle, display, result):
+                result.bytes += len(block)
+                if self.missing_from:
+                    for hit in _SAMPLE_PREFIX.findall(block[:65536]):
+                        result.ranks_seen.add(int(hit))
+                counted = 0
+                pos = 0
+                end = len(block)
+                if prefilter is not None:
+                    while pos < end:
+                        spans = prefilter.Match(_U, block, pos, end)
+                        start = spans[0][0]
+                        if start < 0:
+                            break
+                        line_start = block.rfind(b"\n", 0, start) + 1
+                        line_end = block.find(b"\n", start)
+                        if line_end < 0:
+                            line_end = end
+                        line_no += block.count(b"\n", counted, line_start)
+                        counted = line_start
+                        self._line(
+                            block[line_start:line_end],
+                            line_no,
+                            base + line_start,
+                            file_id,
+                            file_rank,
+                            runs,
+                            result,
+                        )
+                        pos = line_end + 1
+                line_no += block.count(b"\n", counted, end)
+                base += end
+            result.lines += line_no - 1
+        finally:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+
+    # -- one candidate line ---------------------------------------------------------------------
+
+    def _line(
+        self,
+        raw: bytes,
+        line_no: int,
+        offset: int,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
+    ) -> None:
+        if len(raw) > MAX_LINE:
+            raw = raw[:MAX_LINE]
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        rank: Any = None
+        body = text
+        prefix = _PREFIX.match(text)
+        if prefix:
+            rank = int(prefix.group("r1") or prefix.group("r2"))
+            body = text[prefix.end() :]
+        else:
+            host = _HOST.match(text)
+            if host:
+                rank = host.group("host")
+                body = text[host.end() :]
+        hits = self.set.Match(body) if self.set is not None else None
+        record: dict[str, Any] | None = None
+        if self.json_matchers and body.lstrip().startswith("{"):
+            try:
+                parsed = json.loads(body)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict):
+                record = parsed
+        if not hits and record is None:
+            return
+        if rank is None:
+            inline = _INLINE_RANK.search(body)
+            if inline:
+                rank = int(inline.group(1) or inline.group(2) or inline.group(3))
+            elif record is not None and isinstance(record.get("rank"), int):
+                rank = record["rank"]
+            else:
+                rank = file_rank
+        t = math.nan
+        if record is not None and isinstance(record.get("t"), (int, float)):
+            t = float(record["t"])
+        else:
+            t = parse_time(text)
+        if rank is not None:
+            result.ranks_seen.add(rank)
+        context = (file_id, line_no, text, rank, t, offset)
+        if hits:
+            for index in hits:
+                for user in self.users[index]:
+                    self._pattern_hit(user, body, context, runs[user.run_index])
+        if record is not None:
+            for run_index, name, wanted in self.json_matchers:
+                if all(record.get(k) == v for k, v in wanted.items()):
+                    run = runs[run_index]
+                    caps = {k: v for k, v in record.items() if isinstance(k, str)}
+                    self._record(run, name, caps, context, None)
+
+    def _pattern_hit(self, user: _User, body: str, context: tuple[Any, ...], run: RuleRun) -> None:
+        caps: dict[str, Any] = {}
+        if user.captures:
+            found = user.regex.search(body)
+            if found is None:
+                return
+            caps = {k: v for k, v in found.groupdict().items() if v is not None}
+        file_id, line_no, text, rank, t, offset = context
+        if user.role == "regex":
+            self._record(run, user.matcher, caps, context, None)
+            return
+        assert user.block is not None
+        key = (user.matcher, file_id, rank)
+        if user.role == "start":
+            run.blocks[key] = (
+                line_no,
+                dict(caps),
+                Evidence(file_id, line_no, text[:EVIDENCE_TEXT], rank, t, user.matcher, offset),
+            )
+            return
+        opened = run.blocks.get(key)
+        if opened is None:
+            return
+        start_line, block_caps, start_evidence = opened
+        if line_no - start_line + 1 > user.block["max_lines"]:
+            del run.blocks[key]
+            return
+        for name, value in caps.items():
+            block_caps.setdefault(name, value)
+        if user.role == "end":
+            del run.blocks[key]
+            self._record(run, user.matcher, block_caps, context, start_evidence)
+
+    def _record(
+        self,
+        run: RuleRun,
+        name: str,
+        caps: dict[str, Any],
+        context: tuple[Any, ...],
+        start: Evidence | None,
+    ) -> None:
+        file_id, line_no, text, rank, t, offset = context
+        spec = run.rule["matchers"][name]
+        for capture, unit in spec["values"].items():
+            if capture not in caps:
+                continue
+            if isinstance(unit, dict):
+                unit_text = caps.get(unit["unit_capture"]) or unit.get("default")
+                caps[capture] = convert(caps[capture], str(unit_text)) if unit_text else math.nan
+            else:
+                caps[capture] = convert(caps[capture], unit)
+        if "rank" in caps:
+            value = caps["rank"]
+            if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+                rank = int(value)
+        state = run.matchers[name]
+        state.count += 1
+        state.rank_counts[rank] = state.rank_counts.get(rank, 0) + 1
+        if start is not None and start.rank is None:
+            start.rank = rank
+        if len(state.evidence) < MAX_EVIDENCE_PER_MATCHER:
+            if start is not None:
+                state.evidence.append(start)
+            state.evidence.append(
+                Evidence(file_id, line_no, text[:EVIDENCE_TEXT], rank, t, name, offset)
+            )
+        origin = start if start is not None else None
+        first_key = (
+            origin.t if origin else t,
+            origin.file if origin else file_id,
+            origin.line if origin else line_no,
+        )
+        if rank not in state.first:
+            state.first[rank] = first_key
+        if state.columns:
+            if state.count <= MAX_ROWS:
+                for column, values in state.columns.items():
+                    values.append(caps.get(column))
+            else:
+                state.truncated = True
+        if state.events is not None and len(state.events) < MAX_ROWS:
+            state.events.append((rank, t, to_number(caps.get("step")), file_id, line_no, offset))
+        feeds = run.feeds.get(name)
+        if feeds:
+            for series, value_name, index_name in feeds:
+                value = to_number(caps.get(value_name))
+                if not math.isfinite(value):
+                    continue
+                per_rank = run.series[series]
+                buffer = per_rank.get(rank)
+                if buffer is None:
+                    buffer = per_rank[rank] = SeriesBuffer()
+                index = to_number(caps.get(index_name)) if index_name else float(buffer.count)
+                buffer.add(value, index, t, file_id, line_no, offset)
+
+
+def _looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if head.count(b"\x00") > len(head) // 10:
+        return True
+    controls = sum(1 for b in head if b < 9 or 13 < b < 32)
+    return controls > len(head) // 5
+
+
+def parse_time(text: str) -> float:
+    found = _ISO.search(text)
+    if found:
+        y, mo, d, h, mi, s, frac = found.groups()
+        try:
+            base = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s)))
+        except (ValueError, OverflowError):
+            return math.nan
+        return base + (float("0." + frac) if frac else 0.0)
+    found = _GLOG.search(text)
+    if found:
+        mo, d, h, mi, s, frac = found.groups()
+        try:
+            base = calendar.timegm((GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s)))
+        except (ValueError, OverflowError):
+            return math.nan
+        return base + float("0." + frac)
+    return math.nan
+
+
+def rank_from_path(display: str) -> Any:
+    """Rank from a file name (rank_3.log, rank3.log, probe-rank3.jsonl, 3.log), else a node
+    label from a folder (node-2/...), else None."""
+    parts = Path(display.replace("\\", "/")).parts
+    if not parts:
+        return None
+    name = parts[-1]
+    for suffix in (".gz",):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    found = _FILE_RANK.search(name)
+    if found:
+        return int(found.group(1))
+    found = _FILE_NUMBER.match(name)
+    if found and len(parts) > 1:
+        return int(found.group(1))
+    for folder in reversed(parts[:-1]):
+        if _NODE.match(folder):
+            return folder
+        found = _FILE_RANK.search(folder)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+# --- evaluation ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RuleOutcome:
+    rule: dict[str, Any]
+    fired: bool
+    confidence: float
+    boosts: dict[str, float]
+    detectors: dict[str, det.DetectorResult]
+    evidence: list[Evidence]
+    ranks: list[Any]
+    initiating_rank: Any
+    first_key: tuple[float, int, int]
+    notes: list[str]
+    error: str | None = None
+
+
+class _Context:
+    def __init__(self, run: RuleRun, results: dict[str, det.DetectorResult]):
+        self.run = run
+        self.results = results
+
+    def truth(self, name: str) -> bool:
+        if name in self.run.matchers:
+            return self.run.matchers[name].count > 0
+        return self.results[name].fired
+
+    def count(self, name: str) -> float:
+        if name in self.run.matchers:
+            return float(self.run.matchers[name].count)
+        return float(self.results[name].outputs.get("count", 0.0))
+
+    def numbers(self, part: str, field_name: str) -> np.ndarray | float:
+        if part in self.run.matchers:
+            column = self.run.matchers[part].columns.get(field_name, [])
+            return np.asarray([to_number(v) for v in column], dtype=float)
+        return float(self.results[part].outputs.get(field_name, math.nan))
+
+    def strings(self, part: str, field_name: str) -> list[str]:
+        column = (
+            self.run.matchers[part].columns.get(field_name, []) if part in self.run.matchers else []
+        )
+        return ["" if v is None else str(v) for v in column]
+
+
+def _matcher_events(state: MatcherState) -> det.EventTable:
+    events = state.events or []
+    return det.EventTable(
+        [e[0] for e in events],
+        np.asarray([e[1] for e in events], dtype=float),
+        np.asarray([e[2] for e in events], dtype=float),
+        np.asarray([e[3] for e in events], dtype=np.int64),
+        np.asarray([e[4] for e in events], dtype=np.int64),
+        np.asarray([e[5] for e in events], dtype=np.int64),
+    )
+
+
+def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
+    rule = run.rule
+    results: dict[str, det.DetectorResult] = {}
+    notes: list[str] = []
+    cooccur_hits: dict[str, tuple[det.EventTable, np.ndarray]] = {}
+    for name in rule["detector_order"]:
+        spec = rule["detectors"][name]
+        kind = spec["kind"]
+        if kind == "cooccur":
+            tables = []
+            for role in ("a", "b"):
+                part = spec[role]
+                if part in run.matchers:
+                    tables.append(_matcher_events(run.matchers[part]))
+                else:
+                    tables.append(det.events_table(results[part].events))
+            result, hits = det.cooccur(tables[0], tables[1], spec)
+            cooccur_hits[name] = (tables[0], hits)
+        else:
+            buffers = run.series.get(spec["series"], {})
+            series = {rank: buffer.points() for rank, buffer in buffers.items()}
+            result = getattr(det, kind)(series, spec)
+            if any(b.truncated for b in buffers.values()):
+                notes.append(
+                    f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"
+                )
+        results[name] = result
+    context = _Context(run, results)
+    fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
+    boosts: dict[str, float] = {}
+    for part, amount in rule["boost"].items():
+        if context.truth(part):
+            boosts[part] = amount
+    confidence = min(0.99, max(0.01, rule["confidence"] + sum(boosts.values())))
+    evidence: list[Evidence] = []
+    ranks: set[Any] = set()
+    first_key = (math.inf, 1 << 30, 1 << 30)
+    if fired:
+        for part in rule["report"]["evidence"]:
+            if part in run.matchers:
+                state = run.matchers[part]
+                evidence.extend(state.evidence)
+                ranks.update(state.rank_counts)
+                for key in state.first.values():
+                    first_key = min(first_key, _order_key(key))
+            elif part in results:
+                result = results[part]
+                if not result.fired and part not in rule["report"]["evidence"][:1]:
+                    continue
+                ranks.update(result.ranks)
+                if part in cooccur_hits:
+                    table, hits = cooccur_hits[part]
+                    for i in np.flatnonzero(hits)[:MAX_EVIDENCE_PER_MATCHER]:
+                        evidence.append(
+                            Evidence(
+                                int(table.file[i]),
+                                int(table.line[i]),
+                                "",
+                                table.rank[i],
+                                float(table.t[i]),
+                                part,
+                                int(table.offset[i]),
+                            )
+                        )
+                for event in result.events[:MAX_EVIDENCE_PER_MATCHER]:
+                    evidence.append(
+                        Evidence(
+                            event.file, event.line, "", event.rank, event.t, part, event.offset
+                        )
+                    )
+                    first_key = min(first_key, _order_key((event.t, event.file, event.line)))
+                if result.note:
+                    notes.append(f"{part}: {result.note}")
+        for part, state in run.matchers.items():
+            if state.truncated and part in rule["report"]["evidence"]:
+                notes.append(
+                    f"matcher '{part}' matched more than {MAX_ROWS:,} lines; later values were not compared"
+                )
+    ranks.discard(None)
+    initiating = _initiating_rank(rule, run, results, scan) if fired else None
+    return RuleOutcome(
+        rule,
+        fired,
+        confidence,
+        boosts,
+        results,
+        evidence,
+        sorted(ranks, key=det.rank_sort_key),
+        initiating,
+        first_key,
+        notes,
+    )
+
+
+def _order_key(key: tuple[float, int, int]) -> tuple[float, int, int]:
+    t, file_id, line = key
+    return (t if math.isfinite(t) else math.inf, file_id, line)
+
+
+def _earliest_rank(firsts: dict[Any, tuple[float, int, int]]) -> Any:
+    """Rank of the earliest line: by timestamp when they exist, else by line order when all in one
+    file; None when the order cannot be told."""
+    known = {rank: key for rank, key in firsts.items() if rank is not None}
+    if not known:
+        return None
+    if len(known) == 1:
+        return next(iter(known))
+    timed = {rank: key for rank, key in known.items() if math.isfinite(key[0])}
+    if len(timed) == len(known):
+        return min(timed, key=lambda r: (timed[r][0], timed[r][1], timed[r][2]))
+    files = {key[1] for key in known.values()}
+    if len(files) == 1:
+        return min(known, key=lambda r: known[r][2])
+    return None
+
+
+def _initiating_rank(
+    rule: dict[str, Any], run: RuleRun, results: dict[str, det.DetectorResult], scan: ScanResult
+) -> Any:
+    how = rule["report"]["initiating_rank"]
+    if how == "none":
+        return None
+    if how == "first":
+        firsts: dict[Any, tuple[float, int, int]] = {}
+        for part in rule["report"]["evidence"]:
+            if part in run.matchers:
+                for rank, key in run.matchers[part].first.items():
+                    if rank not in firsts or _order_key(key) < _order_key(firsts[rank]):
+                        firsts[rank] = key
+        return _earliest_rank(firsts)
+    ((kind, part),) = how.items()
+    if kind == "matcher":
+        return _earliest_rank(run.matchers[part].first)
+    if kind == "detector":
+        return results[part].rank if results[part].fired else None
+    reporting = {r for r in run.matchers[part].rank_counts if r is not None}
+    seen = {r for r in scan.ranks_seen if isinstance(r, int)}
+    missing = sorted(seen - reporting)
+    if reporting and len(missing) >= 1:
+        return missing[0] if len(missing) == 1 else missing
+    return None
+
+
+def fill_evidence_text(outcomes: list[RuleOutcome], sources: dict[int, Any]) -> None:
+    """Read the text of evidence lines known only by position (detector events): seek to the
+    recorded byte offset (gzip streams seek by decompressing, bounded by the offset)."""
+    for outcome in outcomes:
+        for item in outcome.evidence:
+            if item.text or item.offset < 0:
+                continue
+            source = sources.get(item.file)
+            if not isinstance(source, (str, Path)) or str(source) == "-":
+                continue
+            try:
+                with open(source, "rb") as raw:
+                    head = raw.read(2)
+                    raw.seek(0)
+                    handle: Any = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
+                    handle.seek(item.offset)
+                    line = handle.readline(MAX_LINE)
+            except (OSError, EOFError, zlib.error):
+                continue
+            item.text = line.decode("utf-8", "replace").rstrip("\r\n")[:EVIDENCE_TEXT]
