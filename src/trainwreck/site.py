@@ -309,8 +309,8 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _demote_headings(markdown: str, levels: int = 2) -> str:
-    """Notebook headings sit under the page's own sections: '# A' becomes '### A'."""
+def _demote_headings(markdown: str, levels: int = 3) -> str:
+    """Notebook headings sit under the page's own sections: '# A' becomes '#### A'."""
     out = []
     fence: str | None = None
     for line in markdown.split("\n"):
@@ -817,8 +817,9 @@ def render_entry(
     ]
     if rules:
         out += [
-            f"The {'rule' if len(rules) == 1 else f'{len(rules)} rules'} below detect this "
-            "failure in training logs.",
+            "The rule below detects this failure in training logs."
+            if len(rules) == 1
+            else f"The {len(rules)} rules below detect this failure in training logs.",
             "",
         ]
         out += [render_rule(rule) for rule in rules]
@@ -1292,6 +1293,7 @@ def build(
     jobs: int = 1,
     strict: bool = False,
     site_dir: Path | str | None = None,
+    docs_dir: Path | str | None = None,
     progress: Progress | None = None,
 ) -> Summary:
     """check -> reproduce -> compile -> pages -> mkdocs build --strict. Raises BuildError."""
@@ -1362,7 +1364,7 @@ def build(
     say(f"  {summary.rules} rules compiled")
 
     say("[4/5] pages: generating entry, index and tag pages")
-    docs_out = root / "build" / "docs"
+    docs_out = Path(docs_dir).resolve() if docs_dir else root / "build" / "docs"
     pages = generate_docs(root, docs_out, entries, manifest, rules)
     summary.figures = pages.figures
     say(f"  {pages.entries} entry pages, {pages.indexes} index pages, {pages.figures} figures")

@@ -1,0 +1,436 @@
+"""The site: honest reproduction status, notebook rendering, generated pages, strict build."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "browser"))
+from fixture_repo import FIX_WORD, fake_run, make_repo, notebook, png_bytes
+
+from trainwreck import site
+from trainwreck.cli import main
+from trainwreck.model import Entry, load_entries, load_entry
+
+pytest.importorskip("mkdocs")
+pytest.importorskip("material")
+
+
+def _entry(reproduction: dict, entry_id: str = "demo") -> Entry:
+    data = {"id": entry_id, "title": "Demo", "reproduction": reproduction, "related": []}
+    return Entry(entry_id, Path(f"entries/{entry_id}.yaml"), data, None)  # type: ignore[arg-type]
+
+
+RECORD = {
+    "status": "passed",
+    "source_hash": "abc",
+    "host": {"cpu": "Demo CPU 9000", "gpu": None, "driver": None},
+    "versions": {"python": "3.11.2", "torch": "2.13.0", "cuda": None},
+    "started": "2026-11-30T01:02:03+00:00",
+}
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def test_status_reproduced_names_host_date_versions() -> None:
+    status = site.status_for(_entry({"notebook": "n.ipynb", "device": "cpu"}), RECORD, {"abc"})
+    assert status.kind == "reproduced" and status.show_outputs
+    assert status.sentence == (
+        "Reproduced on Demo CPU 9000 on 2026-11-30 01:02 UTC with Python 3.11.2, torch 2.13.0; "
+        "fingerprint asserted."
+    )
+
+
+def test_status_is_stale_when_the_notebook_changed() -> None:
+    status = site.status_for(_entry({"notebook": "n.ipynb", "device": "cpu"}), RECORD, {"new"})
+    assert status.kind == "stale"
+    assert not status.show_outputs
+    assert "older version of the notebook" in status.sentence
+    assert "Reproduced" not in status.sentence
+
+
+def test_status_recorded_on_gpu() -> None:
+    record = dict(RECORD, status="recorded-gpu")
+    record["host"] = {"cpu": "x", "gpu": "NVIDIA H200", "driver": "570.1"}
+    record["versions"] = {"python": "3.11", "torch": "2.13.0", "cuda": "12.8"}
+    status = site.status_for(_entry({"notebook": "n.ipynb", "device": "gpu"}), record, {"abc"})
+    assert status.kind == "recorded" and status.show_outputs
+    assert status.sentence.startswith("Recorded on GPU NVIDIA H200 on 2026-11-30 01:02 UTC")
+    assert "CUDA 12.8" in status.sentence and "driver 570.1" in status.sentence
+
+
+@pytest.mark.parametrize(
+    ("reproduction", "record", "kind", "words"),
+    [
+        ({"notebook": "n.ipynb", "device": "gpu"}, dict(RECORD, status="skipped-needs-gpu"),
+         "needs-gpu", "Not yet reproduced: needs a GPU"),
+        ({"notebook": "n.ipynb", "device": "gpu"}, None, "needs-gpu", "needs a GPU"),
+        ({"notebook": "n.ipynb", "device": "cpu"}, None, "not-run", "Not yet reproduced"),
+        ({"not_reproducible": "A cable\n  fails."}, None, "not-reproducible",
+         "Not reproducible: A cable fails."),
+        ({"notebook": "n.ipynb", "device": "cpu"},
+         dict(RECORD, status="failed", error={"cell": 3, "message": "AssertionError: 3"}),
+         "failed", "at cell 3"),
+        ({"notebook": "n.ipynb", "device": "cpu"}, dict(RECORD, status="stale"), "stale",
+         "Stale"),
+    ],
+)  # fmt: skip
+def test_status_never_claims_a_run(reproduction, record, kind, words) -> None:
+    status = site.status_for(_entry(reproduction), record, {"abc"})
+    assert status.kind == kind
+    assert words in status.sentence
+    assert not status.show_outputs
+    assert "Reproduced on" not in status.sentence and "Recorded on" not in status.sentence
+
+
+def test_current_hashes_follow_the_notebook(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", with_rule=False)
+    entry = load_entry(root / "entries/demo-straggler.yaml", root)
+    before = site.current_hashes(root, entry)
+    assert len(before) == 2  # ci and full
+    data = notebook()
+    data["cells"][2]["source"] += "\nprint('changed')"
+    (root / "notebooks/demo-straggler.ipynb").write_text(json.dumps(data))
+    assert site.current_hashes(root, entry).isdisjoint(before)
+
+
+# --- notebook rendering -------------------------------------------------------------------------
+
+
+def test_render_notebook_writes_figures_and_outputs(tmp_path: Path) -> None:
+    import base64
+
+    data = notebook()
+    data["cells"][2]["outputs"] = [
+        {"output_type": "stream", "name": "stdout", "text": ["\x1b[31mred\x1b[0m ", "line\n"]},
+    ]
+    data["cells"][4]["outputs"] = [
+        {
+            "output_type": "display_data",
+            "data": {
+                "image/png": base64.b64encode(png_bytes()).decode(),
+                "text/plain": "<Figure size 1x1 with 1 Axes>",
+            },
+            "metadata": {},
+        },
+        {
+            "output_type": "error",
+            "ename": "AssertionError",
+            "evalue": "3",
+            "traceback": ["\x1b[0;31mAssertionError\x1b[0m: 3"],
+        },
+    ]
+    rendered = site.render_notebook(data, tmp_path, prefix="figure", show_outputs=True)
+    assert rendered.figures == ["figure-1.png"]
+    assert (tmp_path / "figure-1.png").read_bytes() == png_bytes()
+    assert "![Figure 1 of the executed reproduction](figure-1.png)" in rendered.markdown
+    assert "red line" in rendered.markdown and "\x1b" not in rendered.markdown
+    assert "AssertionError: 3" in rendered.markdown
+    assert "<Figure size" not in rendered.markdown
+    assert "#### Demo straggler" in rendered.markdown  # headings demoted under the page's
+    assert "##### Before and after" in rendered.markdown
+
+
+def test_render_notebook_without_outputs_shows_no_outputs(tmp_path: Path) -> None:
+    import base64
+
+    data = notebook()
+    data["cells"][4]["outputs"] = [
+        {
+            "output_type": "display_data",
+            "data": {"image/png": base64.b64encode(png_bytes()).decode()},
+            "metadata": {},
+        }
+    ]
+    data["cells"][2]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "claimed\n"}]
+    rendered = site.render_notebook(data, tmp_path, prefix="figure", show_outputs=False)
+    assert rendered.figures == []
+    assert "claimed" not in rendered.markdown
+    assert "plt.show()" in rendered.markdown  # the code is still there to read
+    assert not list(tmp_path.iterdir())
+
+
+def test_long_output_is_clipped() -> None:
+    text = "\n".join(f"line {i}" for i in range(500))
+    clipped = site._clip(text, 60)
+    assert len(clipped.split("\n")) == 61
+    assert "(440 lines omitted)" in clipped
+
+
+def test_fence_outlasts_backticks_in_code() -> None:
+    fenced = site._fence("a ```` b", "text")
+    assert fenced.startswith("`````text\n") and fenced.endswith("\n`````")
+
+
+def test_table_cells_are_one_line_with_pipes_escaped() -> None:
+    assert site._cell("a | b\n  c") == "a \\| b c"
+
+
+# --- related links and nav ---------------------------------------------------------------------
+
+
+def test_related_links_go_both_ways(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", with_rule=False)
+    entries, _ = load_entries(root)
+    links = site.related_links(entries)
+    straggler = {(link.id, link.relation, link.reverse) for link in links["demo-straggler"]}
+    assert straggler == {
+        ("demo-fragmentation", "confused-with", False),
+        ("demo-hardware", "see-also", False),
+    }
+    # demo-hardware names nothing, yet its page links back; mutual links are not doubled.
+    assert [(link.id, link.reverse) for link in links["demo-hardware"]] == [
+        ("demo-straggler", True)
+    ]
+    assert [link.id for link in links["demo-fragmentation"]] == ["demo-straggler"]
+
+
+def test_compose_nav_expands_failures_and_drops_missing_pages(tmp_path: Path) -> None:
+    (tmp_path / "index.md").write_text("# Home\n")
+    (tmp_path / "probe.md").write_text("# Probe\n\nThis page has not been written yet.\n")
+    base = [
+        {"Home": "index.md"},
+        {"Using": [{"Missing": "missing.md"}, {"Home again": "index.md"}]},
+        {"Failures": "entries/index.md"},
+        {"Probe": "probe.md"},
+    ]
+    failures = [{"All failures": "entries/index.md"}]
+    nav = site.compose_nav(base, failures, tmp_path)
+    assert nav == [
+        {"Home": "index.md"},
+        {"Using": [{"Home again": "index.md"}]},
+        {"Failures": failures},
+    ]
+
+
+# --- the build -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture repository built with a recorded (fake) run and --no-reproduce."""
+    root = make_repo(tmp_path_factory.mktemp("site") / "repo")
+    fake_run(root)
+    summary = site.build(root, reproduce=False)
+    assert summary.entries == 3
+    assert summary.rules == 1
+    assert summary.notebooks == {"cached": 1, "skipped": 1}
+    assert summary.figures == 1
+    return root
+
+
+def _page(root: Path, path: str) -> str:
+    return (root / "site" / path).read_text(encoding="utf-8")
+
+
+def test_entry_page_has_every_section_in_order(built: Path) -> None:
+    html = _page(built, "entries/demo-straggler/index.html")
+    order = [
+        'id="demo-straggler-stalls-every-rank"',
+        "Quick answer",
+        'id="symptoms"',
+        'id="confirm-it"',
+        'id="fix"',
+        'id="primary-fix-freeze-the-heap-to-unclog-the-ranks"',
+        'id="fallback-collect-on-a-schedule"',
+        'id="verify-the-fix"',
+        'id="code-examples"',
+        'id="at-scale"',
+        'id="prevention"',
+        'id="how-it-happens"',
+        'id="detection"',
+        'id="reproduction"',
+        'id="affected-systems"',
+        'id="faq"',
+        'id="references"',
+        'id="related-failures"',
+    ]
+    positions = [html.index(marker) for marker in order]
+    assert positions == sorted(positions)
+
+
+def test_entry_page_symptoms_table_and_tabs(built: Path) -> None:
+    html = _page(built, "entries/demo-straggler/index.html")
+    assert "<th>What you observe</th>" in html and "<th>Why it happens</th>" in html
+    assert "a pipe | inside the cell" in html  # the escaped pipe stays in its cell
+    assert 'class="tabbed-set' in html  # one tab per framework
+    assert "PyTorch: Freeze after start-up" in html and "Megatron-LM" in html
+    assert "md-clipboard" in html or "content.code.copy" in html
+
+
+def test_entry_page_embeds_the_executed_notebook(built: Path) -> None:
+    html = _page(built, "entries/demo-straggler/index.html")
+    assert "Reproduced on Demo CPU 9000 on 2026-11-30 01:02 UTC" in html
+    assert "fingerprint asserted" in html
+    assert '<img alt="Figure 1 of the executed reproduction" src="figure-1.png"' in html
+    assert (built / "site/entries/demo-straggler/figure-1.png").read_bytes() == png_bytes()
+    assert "spikes before the fix: 4, after: 0" in html
+    assert "spikes_broken" in html  # metrics.json
+    assert "[rank0]: step 1 time_ms" in html  # the broken log's first lines
+
+
+def test_entry_page_shows_its_rule(built: Path) -> None:
+    html = _page(built, "entries/demo-straggler/index.html")
+    assert "Step time spikes on every rank" in html
+    assert "rules/demo-straggler-steps.yaml" in html
+    assert "Recurring step-time spikes on all ranks at once" in html
+    rules = _page(built, "rules/index.html")
+    assert "demo-straggler-steps" in rules and "../entries/demo-straggler/" in rules
+
+
+def test_statuses_of_the_other_entries(built: Path) -> None:
+    gpu = _page(built, "entries/demo-fragmentation/index.html")
+    assert "Not yet reproduced: needs a GPU" in gpu
+    assert "Reproduced on" not in gpu
+    assert "is_available" in gpu  # the source is shown, without outputs
+    hardware = _page(built, "entries/demo-hardware/index.html")
+    assert "Not reproducible: Software cannot break a cable." in hardware
+
+
+def test_reverse_related_link(built: Path) -> None:
+    hardware = _page(built, "entries/demo-hardware/index.html")
+    assert 'href="../demo-straggler/"' in hardware
+    assert "linked from that entry" in hardware
+
+
+def test_index_tag_and_severity_pages(built: Path) -> None:
+    index = _page(built, "entries/index.html")
+    for title in (
+        "Demo straggler stalls every rank",
+        "Demo fragmentation needs a GPU",
+        "Demo hardware fault",
+    ):
+        assert title in index
+    assert index.index("Reliability") < index.index("Performance") < index.index("Infrastructure")
+    severity = _page(built, "by-severity/index.html")
+    assert severity.index("Critical") < severity.index("High") < severity.index("Low")
+    assert "Demo straggler" in _page(built, "tags/straggler/index.html")
+    assert "Demo fragmentation" in _page(built, "tags/memory/index.html")
+    assert 'href="straggler/"' in _page(built, "tags/index.html")
+    home = _page(built, "index.html")
+    assert "executable encyclopedia" in home
+    assert "Contributing" in home and "Rule language" in home
+
+
+def test_search_index_holds_the_fix(built: Path) -> None:
+    index = json.loads(_page(built, "search/search_index.json"))
+    hits = [
+        doc["location"]
+        for doc in index["docs"]
+        if FIX_WORD in doc["text"].lower() + doc["title"].lower()
+    ]
+    assert any(location.startswith("entries/demo-straggler/") for location in hits)
+
+
+def test_palettes_and_site_url_setting(built: Path) -> None:
+    html = _page(built, "index.html")
+    assert 'data-md-color-scheme="default"' in html
+    assert "slate" in html  # the dark palette toggle
+    assert "https://trainwreck.example.org/" in html  # canonical link from the placeholder
+
+
+def test_stale_run_is_not_shown(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    fake_run(root, stale=True)
+    site.build(root, reproduce=False)
+    html = _page(root, "entries/demo-straggler/index.html")
+    assert "Stale: the recorded run is for an older version of the notebook" in html
+    assert "Reproduced on" not in html
+    assert "figure-1.png" not in html
+    assert "spikes before the fix: 4" not in html  # the output; the source stays readable
+
+
+def test_failed_run_fails_the_build_and_says_so(tmp_path: Path, capsys) -> None:
+    root = make_repo(tmp_path / "repo")
+    fake_run(root, status="failed")
+    assert main(["build", "--root", str(root), "--no-reproduce"]) == 1
+    captured = capsys.readouterr()
+    assert "1 notebook(s) failed" in captured.err
+    html = _page(root, "entries/demo-straggler/index.html")
+    assert "Failed: the last run at cell 2" in html
+    assert main(["build", "--root", str(root), "--no-reproduce", "--strict"]) == 1
+    assert "--strict" in capsys.readouterr().err
+
+
+def test_build_without_manifest_says_not_run(tmp_path: Path, capsys) -> None:
+    root = make_repo(tmp_path / "repo")
+    assert main(["build", "--root", str(root), "--no-reproduce"]) == 0
+    captured = capsys.readouterr()
+    assert "entries:   3" in captured.out and "pages:" in captured.out and "time:" in captured.out
+    html = _page(root, "entries/demo-straggler/index.html")
+    assert "Not yet reproduced: this build has no run of the notebook" in html
+
+
+def test_broken_link_fails_the_strict_build(tmp_path: Path, capsys) -> None:
+    root = make_repo(tmp_path / "repo")
+    text = (root / "entries/demo-hardware.yaml").read_text()
+    (root / "entries/demo-hardware.yaml").write_text(
+        text.replace("summary: A cable fails.", "summary: A cable fails, see [this](nowhere.md).")
+    )
+    assert main(["build", "--root", str(root), "--no-reproduce"]) == 1
+    err = capsys.readouterr().err
+    assert "mkdocs build --strict failed" in err and "nowhere.md" in err
+    assert "Traceback" not in err
+
+
+def test_missing_image_fails_the_strict_build(tmp_path: Path, capsys) -> None:
+    root = make_repo(tmp_path / "repo")
+    (root / "docs/reading.md").write_text("# Read\n\n![a figure](missing.png)\n")
+    assert main(["build", "--root", str(root), "--no-reproduce"]) == 1
+    err = capsys.readouterr().err
+    assert "missing.png" in err and "Traceback" not in err
+
+
+def test_invalid_entry_stops_the_build_with_its_location(tmp_path: Path, capsys) -> None:
+    root = make_repo(tmp_path / "repo")
+    text = (root / "entries/demo-hardware.yaml").read_text()
+    (root / "entries/demo-hardware.yaml").write_text(text.replace("severity: low", "severity: hi"))
+    assert main(["build", "--root", str(root), "--no-reproduce"]) == 1
+    err = capsys.readouterr().err
+    assert "entries/demo-hardware.yaml:5:11: severity:" in err
+    assert "trainwreck build: check: 1 error(s)" in err
+    assert not (root / "site").exists()
+
+
+def test_not_a_repository(tmp_path: Path, capsys) -> None:
+    assert main(["build", "--root", str(tmp_path), "--no-reproduce"]) == 1
+    assert "no entries/ folder" in capsys.readouterr().err
+
+
+def test_serve_without_a_site(tmp_path: Path, capsys) -> None:
+    assert main(["serve", "--root", str(tmp_path)]) == 2
+    assert "run `trainwreck build` first" in capsys.readouterr().err
+
+
+def test_serve_serves_the_site(built: Path) -> None:
+    import threading
+    import urllib.request
+
+    server = site.make_server(built / "site")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/entries/demo-straggler/") as reply:
+            assert b"Demo straggler stalls every rank" in reply.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_repository_site_builds(tmp_path: Path) -> None:
+    """Every real entry gets its page, and the real docs build strictly."""
+    from fixture_repo import REPO
+
+    summary = site.build(
+        REPO, reproduce=False, site_dir=tmp_path / "site", docs_dir=tmp_path / "docs"
+    )
+    entries, _ = load_entries(REPO)
+    assert summary.entries == len(entries) > 0
+    for entry in entries:
+        html = (tmp_path / "site/entries" / entry.id / "index.html").read_text()
+        assert entry.title.split()[0] in html
