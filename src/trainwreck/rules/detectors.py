@@ -99,10 +99,21 @@ def periodic_stalls(
     spike_points: list[
         tuple[float, float, int, int, float, int]
     ] = []  # index, t, file, line, value, offset
+    warmup = int(settings.get("warmup", 0))
     for rank, raw in series.items():
         points = _finite(raw)
         if len(points) < int(settings["min_points"]):
             continue
+        if warmup:  # first steps pay for compilation, caches, allocator growth: not stalls
+            keep = slice(min(warmup, len(points) - 3), None)
+            points = Points(
+                points.value[keep],
+                points.index[keep],
+                points.t[keep],
+                points.file[keep],
+                points.line[keep],
+                points.offset[keep],
+            )
         median, mad = robust(points.value)
         if not median > 0:
             continue

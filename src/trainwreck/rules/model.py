@@ -37,6 +37,7 @@ DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
         "step_tolerance": 1,
         "max_interval_cv": 0.6,
         "min_points": 20,
+        "warmup": 3,
     },
     "drift": {"min_increase": 0.15, "min_delta": 0.0, "peers": True, "min_points": 6},
     "rank_outlier": {"min_mad": 5.0, "min_ratio": 1.1, "below": False},
