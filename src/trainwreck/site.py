@@ -607,8 +607,8 @@ def render_reproduction(
         "",
         _fence(
             "pip install -e '.[repro]'\n"
-            f"trainwreck reproduce {entry.id}            # runs {notebook_path}, asserts the fingerprint\n"
-            f"jupyter lab {notebook_path}   # or step through it",
+            f"trainwreck reproduce {entry.id}\n"
+            f"jupyter lab {notebook_path}    # or step through it",
             "bash",
         ),
         "",
@@ -809,8 +809,8 @@ def render_entry(
         "",
         _fence(
             "pip install trainwreck\n"
-            "trainwreck diagnose path/to/logs/          # a file, a folder of per-rank logs, a glob, or -\n"
-            "trainwreck diagnose --format json run.log  # for scripts",
+            "trainwreck diagnose path/to/logs/    # a file, a folder of per-rank logs, a glob\n"
+            "trainwreck diagnose --format json run.log",
             "bash",
         ),
         "",
