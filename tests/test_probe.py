@@ -192,6 +192,16 @@ def test_failing_step_records_error_and_reraises(tmp_path: Path) -> None:
     assert step["error"] == "ZeroDivisionError"
 
 
+def test_bad_step_number_falls_back_to_the_counter(tmp_path: Path) -> None:
+    probe = Probe(tmp_path)
+    with probe.step():
+        pass
+    with probe.step("not a number"):  # type: ignore[arg-type]
+        pass
+    probe.close()
+    assert [s["step"] for s in kinds(read_events(probe.path), "step")] == [0, 1]
+
+
 def test_custom_event(tmp_path: Path, validator: jsonschema.Draft202012Validator) -> None:
     probe = Probe(tmp_path)
     probe.event("checkpoint", seconds=3.5, path="ckpt/10")

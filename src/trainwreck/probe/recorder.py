@@ -284,8 +284,14 @@ class Probe:
         """Context manager timing one training step; `step` overrides the running counter."""
         if not self._active:
             return _NULL_STEP
+        explicit: int | None = None
+        if step is not None:
+            try:
+                explicit = int(step)
+            except (TypeError, ValueError):
+                explicit = None  # a bad number must not stop the step; use the counter
         with self._step_lock:
-            number = self._next_step if step is None else int(step)
+            number = self._next_step if explicit is None else explicit
             self._next_step = number + 1
         return _Step(self, number)
 
