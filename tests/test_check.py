@@ -38,11 +38,13 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "empty-summary": [(8, 10, "summary: must not be empty")],
     "enum-category": [(4, 11, "category: 'sadness' is not one of ['reliability',")],
     "enum-relation": [(49, 15, "related[0].relation: 'cousin-of' is not one of")],
-    "enum-severity": [(5, 11, "severity: 'hi' is not one of ['low', 'medium', 'high', 'critical']")],
+    "enum-severity": [
+        (5, 11, "severity: 'hi' is not one of ['low', 'medium', 'high', 'critical']")
+    ],
     "enum-status": [(7, 9, "status: 'done' is not one of ['draft',")],
     "id-mismatch": [(2, 5, "id: id 'something-else' does not match the file name")],
     "missing-mechanism": [(2, 1, "'mechanism' is required")],
-    "missing-notebook": [(49, 13, "notebooks/missing-notebook.ipynb")],
+    "missing-notebook": [(49, 13, "notebook notebooks/missing-notebook.ipynb does not exist")],
     "missing-schema-comment": [(1, 1, "first line must be '# yaml-language-server:")],
     "missing-symptom-why": [(13, 5, "symptoms[0]: 'why' is required")],
     "non-mutual-relation": [
@@ -56,7 +58,9 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "two-documents": [(53, 1, "expected one YAML document, found several")],
     "unknown-nested-property": [(23, 5, "fix.primary.notes: unknown property 'notes'")],
     "unknown-property": [(8, 1, "owner: unknown property 'owner'")],
-    "unknown-rule": [(34, 11, "fingerprint.rules[0]: rule 'no-such-rule' does not exist in rules/")],
+    "unknown-rule": [
+        (34, 11, "fingerprint.rules[0]: rule 'no-such-rule' does not exist in rules/")
+    ],
     "url-without-host": [(45, 10, "'https://localhost/page' is not a well-formed http(s) URL")],
     "wrong-type-symptoms": [(13, 3, "symptoms: must be an array, not a mapping")],
     "wrong-type-tags": [(6, 7, "tags: must be an array, not a string")],
@@ -86,7 +90,8 @@ def test_malformed_entry_is_reported_at_its_line(tmp_path: Path, case: str) -> N
     located = [(p.line, p.column, str(p)) for p in problems]
     for line, column, fragment in EXPECTED[case]:
         assert any(
-            (l, c) == (line, column) and fragment in text for l, c, text in located
+            (at_line, at_col) == (line, column) and fragment in text
+            for at_line, at_col, text in located
         ), f"expected {line}:{column} '{fragment}' in {located}"
     for problem in problems:
         assert str(problem).startswith(f"entries/{case}.yaml:{problem.line}:{problem.column}: ")
@@ -104,8 +109,7 @@ def test_all_problems_in_one_run_with_exit_code_1(tmp_path: Path) -> None:
     result = run_cli("check", "--root", str(root))
     assert result.returncode == 1
     reported_files = {line.split(":", 1)[0] for line in result.stdout.splitlines()}
-    # every malformed file is reported in the same run (missing-notebook only warns until the
-    # reproduce stage makes it an error, so count it either way)
+    # every malformed file is reported in the same run
     assert {f"entries/{case}.yaml" for case in EXPECTED} <= reported_files
     assert "Traceback" not in result.stderr
 

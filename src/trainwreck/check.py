@@ -141,9 +141,7 @@ def entry_problems(entry: Entry, root: Path) -> list[Problem]:
         return [document.problem((), "an entry must be a mapping of sections")]
     first_line = _first_line(entry.path)
     if first_line.strip() != SCHEMA_COMMENT:
-        problems.append(
-            Problem(document.file, 1, 1, "", f"first line must be '{SCHEMA_COMMENT}'")
-        )
+        problems.append(Problem(document.file, 1, 1, "", f"first line must be '{SCHEMA_COMMENT}'"))
     problems.extend(schema_problems(document, "entry.schema.json", root))
     declared = document.data.get("id")
     if isinstance(declared, str) and declared != entry.path.stem:
@@ -203,7 +201,9 @@ def duplicate_id_problems(checked: list[Entry], known: dict[str, Entry]) -> list
             if owner.path not in checked_paths:
                 continue
             others = ", ".join(o.document.file for o in owners if o is not owner)
-            problems.append(owner.document.problem(("id",), f"id '{declared}' is also used by {others}"))
+            problems.append(
+                owner.document.problem(("id",), f"id '{declared}' is also used by {others}")
+            )
     return problems
 
 
@@ -230,9 +230,9 @@ def link_problems(checked: list[Entry], known: dict[str, Entry]) -> list[Problem
             if expected is None:
                 continue
             back = {
-                (str(l.get("id")), str(l.get("relation")))
-                for l in other.related
-                if isinstance(l, dict)
+                (str(link.get("id")), str(link.get("relation")))
+                for link in other.related
+                if isinstance(link, dict)
             }
             if (entry.id, expected) not in back:
                 problems.append(
@@ -266,11 +266,14 @@ def rule_reference_problems(checked: list[Entry], root: Path) -> list[Problem]:
                 continue
             where = ("fingerprint", "rules", index)
             if rule_id not in rule_entries:
-                problems.append(entry.document.problem(where, f"rule '{rule_id}' does not exist in rules/"))
+                problems.append(
+                    entry.document.problem(where, f"rule '{rule_id}' does not exist in rules/")
+                )
             elif rule_entries[rule_id] != entry.id:
                 problems.append(
                     entry.document.problem(
-                        where, f"rule '{rule_id}' diagnoses '{rule_entries[rule_id]}', not this entry"
+                        where,
+                        f"rule '{rule_id}' diagnoses '{rule_entries[rule_id]}', not this entry",
                     )
                 )
     return problems
@@ -278,14 +281,7 @@ def rule_reference_problems(checked: list[Entry], root: Path) -> list[Problem]:
 
 def reproduction_problems(checked: list[Entry], root: Path) -> list[Problem]:
     """Each entry has its notebook (well-formed, with parameters) or says why it cannot."""
-    try:
-        from trainwreck.reproduce import notebook_problems
-    except ImportError:  # TEMPORARY until the reproduce stage lands
-        def notebook_problems(entry, root):
-            nb = entry.reproduction.get("notebook")
-            if nb and not (root / nb).exists():
-                return [entry.document.problem(("reproduction", "notebook"), f"notebook {nb} does not exist", severity="warning")]
-            return []
+    from trainwreck.reproduce import notebook_problems
 
     problems = []
     for entry in checked:
