@@ -1264,26 +1264,26 @@ def _stage_check(root: Path) -> tuple[list[Entry], list[Problem]]:
     return entries, problems
 
 
-def _stage_compile(root: Path, progress: Progress) -> int:
-    """Validate and compile the rules through trainwreck.rules.compile; returns the rule count."""
-    if not any((root / "rules").glob("*.yaml")):
-        return 0
+def _stage_compile(root: Path) -> int:
+    """`trainwreck compile` as the command runs it (validate, run every rule's regression logs,
+    write build/rules/bundle.json and the rule wheel into dist/); returns the rule count."""
     try:
         from trainwreck.rules import compile as rules_compile
     except ImportError as exc:
         raise BuildError(f"the rule compiler is not available ({exc})") from None
-    compile_rules = getattr(rules_compile, "compile_rules", None)
-    if compile_rules is None:
-        raise BuildError("trainwreck.rules.compile has no compile_rules()")
-    result = compile_rules(root)
-    problems = list(getattr(result, "problems", []) or [])
-    errors = [p for p in problems if getattr(p, "severity", "error") == "error"]
-    for problem in problems:
-        progress(f"  {problem}")
-    if errors:
-        raise BuildError(f"compile: {len(errors)} error(s) in rules/; see above")
-    rules = getattr(result, "rules", None)
-    return len(rules) if rules is not None else len(list((root / "rules").glob("*.yaml")))
+    parser = argparse.ArgumentParser(prog="trainwreck compile")
+    parser.add_argument("--root", default=".")
+    rules_compile.configure_parser(parser)
+    args = parser.parse_args(["--root", str(root)])
+    # Its problems and its one-line result go to the terminal as they do for `trainwreck compile`.
+    code = rules_compile.run(args)
+    if code != 0:
+        raise BuildError("compile: the rules have errors (listed above); fix them and build again")
+    try:
+        bundle = json.loads((root / args.bundle).read_text(encoding="utf-8"))
+        return len(bundle.get("rules") or [])
+    except (OSError, ValueError, AttributeError):
+        return len(load_rules(root))
 
 
 def build(
@@ -1301,6 +1301,13 @@ def build(
     root = Path(root).resolve()
     say = progress or (lambda _line: None)
     summary = Summary()
+    mark = [started]
+
+    def lap() -> str:
+        now = time.monotonic()
+        seconds, mark[0] = now - mark[0], now
+        return f"{seconds:.1f} s"
+
     if not (root / "entries").is_dir():
         raise BuildError(f"{root}: no entries/ folder; run from the repository root or pass --root")
 
@@ -1316,7 +1323,11 @@ def build(
         raise BuildError(f"check: {len(warnings)} warning(s) and --strict is set")
     summary.entries = len(entries)
     summary.warnings += [str(p) for p in warnings]
-    say(f"  {len(entries)} entries valid" + (f", {len(warnings)} warning(s)" if warnings else ""))
+    say(
+        f"  {len(entries)} entries valid"
+        + (f", {len(warnings)} warning(s)" if warnings else "")
+        + f" ({lap()})"
+    )
 
     manifest: dict[str, Any] | None = None
     manifest_path = root / "build" / "manifest.json"
@@ -1346,6 +1357,8 @@ def build(
         else:
             say("  no build/manifest.json: pages will say the notebooks have not run")
     summary.notebooks = _count_notebooks(manifest, ran=reproduce)
+    if reproduce:
+        say(f"  notebooks done ({lap()})")
     for record in _manifest_records(manifest).values():
         if record.get("status") == "failed":
             error = record.get("error") or {}
@@ -1359,19 +1372,23 @@ def build(
         raise BuildError(f"reproduce: {len(summary.failed)} notebook(s) failed and --strict is set")
 
     say("[3/5] compile: validating and compiling rules")
-    summary.rules = _stage_compile(root, say)
+    summary.rules = _stage_compile(root)
     rules = load_rules(root)
-    say(f"  {summary.rules} rules compiled")
+    say(f"  {summary.rules} rules compiled ({lap()})")
 
     say("[4/5] pages: generating entry, index and tag pages")
     docs_out = Path(docs_dir).resolve() if docs_dir else root / "build" / "docs"
     pages = generate_docs(root, docs_out, entries, manifest, rules)
     summary.figures = pages.figures
-    say(f"  {pages.entries} entry pages, {pages.indexes} index pages, {pages.figures} figures")
+    say(
+        f"  {pages.entries} entry pages, {pages.indexes} index pages, {pages.figures} figures"
+        f" ({lap()})"
+    )
 
     site = Path(site_dir).resolve() if site_dir else root / "site"
     say(f"[5/5] site: mkdocs build --strict into {_rel(site, root)}/")
     summary.pages = run_mkdocs(root, docs_out, site, pages.nav)
+    say(f"  {summary.pages} HTML pages ({lap()})")
     summary.seconds = time.monotonic() - started
     return summary
 
