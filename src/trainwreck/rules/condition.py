@@ -430,34 +430,44 @@ def parse(source: str, scope: Scope) -> tuple[Node, set[str]]:
     return parser.parse(), parser.names
 
 
+def _walk(item: Any, visit: Callable[[list[Any]], bool]) -> None:
+    """Visit every node of a tree; `visit` returns True to stop descending."""
+    if not isinstance(item, list) or not item:
+        return
+    if not isinstance(item[0], str):  # a list of nodes (the items of and / or / N of)
+        for child in item:
+            _walk(child, visit)
+        return
+    if visit(item):
+        return
+    for child in item[1:]:
+        _walk(child, visit)
+
+
 def referenced_fields(node: Node) -> set[tuple[str, str]]:
     """(part, field) pairs read by the tree (the engine keeps those captures' values)."""
     found: set[tuple[str, str]] = set()
 
-    def walk(item: Any) -> None:
-        if isinstance(item, list) and item:
-            if item[0] == "attr":
-                found.add((item[1], item[2]))
-                return
-            for child in item[1:]:
-                walk(child)
+    def visit(item: list[Any]) -> bool:
+        if item[0] == "attr":
+            found.add((item[1], item[2]))
+            return True
+        return False
 
-    walk(node)
+    _walk(node, visit)
     return found
 
 
 def referenced_names(node: Node) -> set[str]:
     found: set[str] = set()
 
-    def walk(item: Any) -> None:
-        if isinstance(item, list) and item:
-            if item[0] in ("name", "count") or item[0] == "attr":
-                found.add(item[1])
-            else:
-                for child in item[1:]:
-                    walk(child)
+    def visit(item: list[Any]) -> bool:
+        if item[0] in ("name", "count", "attr"):
+            found.add(item[1])
+            return True
+        return False
 
-    walk(node)
+    _walk(node, visit)
     return found
 
 
