@@ -1,0 +1,36 @@
+"""Shared pytest fixtures. Keep this file small and generic: several test modules use it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def reproduced_manifest() -> dict[str, Any]:
+    """build/manifest.json after running every notebook this host can run, at ci scale, two at a
+    time, through the content cache (unchanged notebooks are not executed again).
+
+    Tests that check a notebook's evidence (logs, metrics, rules over broken/ and fixed/) use
+    this, so each session executes each notebook at most once. Set TRAINWRECK_TEST_PROGRESS=1
+    to see progress lines (pytest -s).
+    """
+    pytest.importorskip("nbclient", reason="the repro extra is not installed")
+    from trainwreck.reproduce import reproduce
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    verbose = os.environ.get("TRAINWRECK_TEST_PROGRESS") == "1"
+    return reproduce(REPO, jobs=2, scale="ci", progress=progress if verbose else None)

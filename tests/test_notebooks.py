@@ -1,0 +1,82 @@
+"""Every reproduction notebook this host can run, executed for real at ci scale.
+
+A notebook's own asserts are its test: a notebook whose fingerprint does not show, or whose fix
+does not remove it, fails here with the cell and the error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainwreck.reproduce import Target, discover, format_failure
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS: list[Target] = discover(REPO)
+CPU = [t.id for t in TARGETS if t.device == "cpu" and t.not_reproducible is None]
+GPU = [t.id for t in TARGETS if t.device == "gpu" and t.not_reproducible is None]
+
+
+def _record(manifest: dict[str, Any], entry_id: str) -> dict[str, Any]:
+    records = {r["id"]: r for r in manifest["notebooks"]}
+    assert entry_id in records, f"{entry_id} missing from build/manifest.json"
+    return records[entry_id]
+
+
+@pytest.mark.parametrize("entry_id", CPU)
+def test_cpu_notebook_passes(reproduced_manifest: dict[str, Any], entry_id: str) -> None:
+    record = _record(reproduced_manifest, entry_id)
+    assert record["status"] == "passed", format_failure(record)
+    executed = REPO / record["executed"]
+    assert executed.is_file()
+    provenance = json.loads(executed.read_text())["metadata"]["trainwreck"]["provenance"]
+    assert provenance["source_hash"] == record["source_hash"]
+
+
+@pytest.mark.parametrize("entry_id", CPU)
+def test_cpu_notebook_writes_evidence(reproduced_manifest: dict[str, Any], entry_id: str) -> None:
+    record = _record(reproduced_manifest, entry_id)
+    if record["status"] != "passed":
+        pytest.skip("the notebook failed (reported by test_cpu_notebook_passes)")
+    evidence = record["evidence"]
+    assert evidence["logs"]["broken"], f"{entry_id}: no log in {evidence['dir']}/broken/"
+    assert evidence["logs"]["fixed"], f"{entry_id}: no log in {evidence['dir']}/fixed/"
+    assert evidence["metrics"], f"{entry_id}: no {evidence['dir']}/metrics.json"
+    json.loads((REPO / evidence["metrics"]).read_text())
+    assert evidence["figures"], f"{entry_id}: no figure (PNG) in {evidence['dir']}"
+    for path in [*evidence["logs"]["broken"], *evidence["logs"]["fixed"], *evidence["figures"]]:
+        assert (REPO / path).is_file(), path
+
+
+@pytest.mark.parametrize("entry_id", GPU)
+def test_gpu_notebook_is_never_faked(reproduced_manifest: dict[str, Any], entry_id: str) -> None:
+    from trainwreck.reproduce import cuda_available
+
+    record = _record(reproduced_manifest, entry_id)
+    if cuda_available():
+        assert record["status"] == "passed", format_failure(record)
+    else:
+        assert record["status"] in ("skipped-needs-gpu", "recorded-gpu", "stale"), record["status"]
+        if record["status"] != "recorded-gpu":
+            assert record["executed"] is None
+
+
+def test_gc_straggler_fingerprint_numbers(reproduced_manifest: dict[str, Any]) -> None:
+    """The seed notebook's measured numbers, as written to its metrics.json."""
+    record = _record(reproduced_manifest, "python-gc-straggler")
+    if record["status"] != "passed":
+        pytest.skip("the notebook failed (reported by test_cpu_notebook_passes)")
+    metrics = json.loads((REPO / record["evidence"]["metrics"]).read_text())
+    broken, fixed = metrics["broken"], metrics["fixed_freeze"]
+    assert broken["rank0_gen2_median_ms"] >= 150
+    assert all(n >= 2 for n in broken["stalls_per_rank"])
+    assert broken["stalls_aligned_with_gen2"] == broken["stalls_per_rank"] or all(
+        a >= s - max(1, s // 10)
+        for a, s in zip(broken["stalls_aligned_with_gen2"], broken["stalls_per_rank"], strict=True)
+    )
+    assert fixed["max_gen2_ms"] < 0.1 * broken["rank0_gen2_median_ms"]
+    assert all(n <= 1 for n in fixed["stalls_per_rank"])
+    assert all(n <= 1 for n in metrics["scheduled"]["stalls_per_rank"])
