@@ -534,6 +534,7 @@ class RunOptions:
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
     timeout: float = DEFAULT_TIMEOUT
     force: bool = False
+    interrupted: bool = False  # set by SIGINT/SIGTERM; running notebooks stop and are killed
 
 
 def _first_lines(source: str, n: int = 3) -> str:
@@ -672,7 +673,11 @@ async def _execute(
                     f"output is in {layout.rel(kernel_log)}",
                 }
                 break
-        if error is None or "timed out" not in error["message"]:
+        if options.interrupted:
+            # nbclient turns the cancellation of a running cell into DeadKernelError.
+            raise asyncio.CancelledError
+        kernel_idle = error is None or not error["message"].startswith(("cell timed", "the kernel"))
+        if kernel_idle:
             versions = await _kernel_versions(client, nb)
     except _NotebookTimeout:
         error = {
@@ -1029,6 +1034,7 @@ async def _run_all(
     ]
 
     def interrupt() -> None:
+        options.interrupted = True
         for task in tasks:
             task.cancel()
 
