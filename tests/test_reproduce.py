@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -311,3 +312,43 @@ def test_core_import_does_not_pull_jupyter_or_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_interrupt_kills_kernel_and_children(tmp_path: Path) -> None:
+    make_notebook(
+        tmp_path,
+        "hang",
+        [
+            """
+            import os, pathlib, subprocess, sys
+            pathlib.Path(evidence_dir).mkdir(parents=True, exist_ok=True)
+            a = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            pathlib.Path(evidence_dir, "pids").write_text(f"{os.getpid()} {a.pid}")
+            """,
+            "import time\ntime.sleep(600)",
+        ],
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainwreck", "reproduce", "--root", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "hang: cell 3" in line:
+                break
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "trainwreck: interrupted" in err and "Traceback" not in err
+    pids = [int(p) for p in (tmp_path / "build/evidence/hang/pids").read_text().split()]
+    deadline = time.monotonic() + 10
+    while not all(_dead(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(_dead(pid) for pid in pids), [p for p in pids if not _dead(p)]
