@@ -225,12 +225,16 @@ def test_appends_to_an_existing_file(tmp_path: Path) -> None:
 
 def test_forced_full_collection_is_recorded(tmp_path: Path) -> None:
     probe = Probe(tmp_path, gc_min_ms=1e9)  # only generation 2 gets events
-    cycle: list[Any] = []
-    cycle.append(cycle)
-    del cycle
-    with probe.step():
-        gc.collect(2)
-    gc.collect(0)  # too short for gc_min_ms: no event
+    gc.disable()  # no automatic collection may free the cycle before the forced one
+    try:
+        with probe.step():
+            cycle: list[Any] = []
+            cycle.append(cycle)
+            del cycle
+            gc.collect(2)
+        gc.collect(0)  # too short for gc_min_ms: no event
+    finally:
+        gc.enable()
     probe.close()
     events = read_events(probe.path)
     gcs = kinds(events, "gc")
