@@ -131,8 +131,8 @@ def test_render_notebook_writes_figures_and_outputs(tmp_path: Path) -> None:
     assert "red line" in rendered.markdown and "\x1b" not in rendered.markdown
     assert "AssertionError: 3" in rendered.markdown
     assert "<Figure size" not in rendered.markdown
-    assert "#### Demo straggler" in rendered.markdown  # headings demoted under the page's
-    assert "##### Before and after" in rendered.markdown
+    assert "### Demo straggler" in rendered.markdown  # headings demoted under the page's
+    assert "#### Before and after" in rendered.markdown
 
 
 def test_render_notebook_without_outputs_shows_no_outputs(tmp_path: Path) -> None:
@@ -152,6 +152,16 @@ def test_render_notebook_without_outputs_shows_no_outputs(tmp_path: Path) -> Non
     assert "claimed" not in rendered.markdown
     assert "plt.show()" in rendered.markdown  # the code is still there to read
     assert not list(tmp_path.iterdir())
+
+
+def test_long_code_cells_fold_away(tmp_path: Path) -> None:
+    data = notebook()
+    data["cells"][2]["source"] = "\n".join(f"x{i} = {i}" for i in range(40))
+    rendered = site.render_notebook(data, tmp_path, prefix="figure", show_outputs=False)
+    assert '??? example "The code of this cell (40 lines)"\n\n    ```python\n    x0 = 0' in (
+        rendered.markdown
+    )
+    assert "```python\nfig, ax" in rendered.markdown  # short cells stay open
 
 
 def test_long_output_is_clipped() -> None:

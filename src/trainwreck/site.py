@@ -77,6 +77,7 @@ RESERVED_IDS = {"index"}
 OPTIONAL_PAGES = ("rule-language.md", "probe.md")
 # Notebook output shown on a page is capped; the full executed notebook is in build/.
 MAX_OUTPUT_LINES = 60
+LONG_CELL_LINES = 30
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -309,8 +310,8 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _demote_headings(markdown: str, levels: int = 3) -> str:
-    """Notebook headings sit under the page's own sections: '# A' becomes '#### A'."""
+def _demote_headings(markdown: str, levels: int = 2) -> str:
+    """Notebook headings sit under the page's Reproduction section: '# A' becomes '### A'."""
     out = []
     fence: str | None = None
     for line in markdown.split("\n"):
@@ -380,7 +381,15 @@ def render_notebook(
             parts.append("*Parameters (the runner overrides these):*")
         if source.startswith("# hidden") or "trainwreck-hidden" in tags:
             continue
-        parts.append(_fence(source, "python"))
+        lines = source.rstrip("\n").count("\n") + 1
+        if lines > LONG_CELL_LINES:
+            # Long cells (a worker script, an analysis) fold away; their outputs stay visible.
+            parts.append(
+                f'??? example "The code of this cell ({lines} lines)"\n\n'
+                + _fence(source, "python", indent="    ")
+            )
+        else:
+            parts.append(_fence(source, "python"))
         if not show_outputs:
             continue
         parts += _render_outputs(cell.get("outputs") or [], out_dir, prefix, figures)
