@@ -352,3 +352,22 @@ def test_interrupt_kills_kernel_and_children(tmp_path: Path) -> None:
     while not all(_dead(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert all(_dead(pid) for pid in pids), [p for p in pids if not _dead(p)]
+
+
+def test_record_then_serve_recording_without_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A "GPU" notebook that does not really need one, so the recording path runs here.
+    make_notebook(tmp_path, "gpu-thing", [EVIDENCE_CELL])
+    make_entry(tmp_path, "gpu-thing", "notebook: notebooks/gpu-thing.ipynb\ndevice: gpu")
+    monkeypatch.setattr(rp, "cuda_available", lambda *a, **k: True)
+    ran = by_id(rp.reproduce(tmp_path, record=True))["gpu-thing"]
+    assert ran["status"] == "passed"
+    assert (tmp_path / "recordings/gpu-thing.ipynb").is_file()
+    assert (tmp_path / "recordings/gpu-thing/broken/rank0.log").is_file()
+
+    monkeypatch.setattr(rp, "cuda_available", lambda *a, **k: False)
+    shown = by_id(rp.reproduce(tmp_path))["gpu-thing"]
+    assert shown["status"] == "recorded-gpu"
+    assert shown["source_hash"] == ran["source_hash"]
+    assert shown["evidence"]["logs"]["broken"] == ["recordings/gpu-thing/broken/rank0.log"]

@@ -534,6 +534,7 @@ class RunOptions:
     cell_timeout: float = DEFAULT_CELL_TIMEOUT
     timeout: float = DEFAULT_TIMEOUT
     force: bool = False
+    record: bool = False  # save passed GPU runs to recordings/ (to be committed)
     interrupted: bool = False  # set by SIGINT/SIGTERM; running notebooks stop and are killed
 
 
@@ -848,6 +849,27 @@ def _restore_cache(layout: Layout, target: Target, digest: str) -> Record | None
     return record
 
 
+MAX_RECORDED_FILE = 10 << 20  # evidence files larger than this stay out of git
+
+
+def write_recording(layout: Layout, record: Record) -> str:
+    """Copy a passed GPU run to recordings/<id>.ipynb (the executed notebook, whose metadata
+    carries its provenance) and recordings/<id>/ (its evidence, files over 10 MiB left out)."""
+    entry_id = record["id"]
+    target = recording_path(layout.root, entry_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(layout.root / record["executed"], target)
+    folder = layout.root / "recordings" / entry_id
+    shutil.rmtree(folder, ignore_errors=True)
+    source = layout.root / record["evidence"]["dir"]
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and path.stat().st_size <= MAX_RECORDED_FILE:
+            destination = folder / path.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, destination)
+    return layout.rel(target)
+
+
 @contextlib.asynccontextmanager
 async def _id_lock(layout: Layout, entry_id: str):  # type: ignore[no-untyped-def]
     """An advisory lock per id, so two runs in one tree do not write one evidence folder at
@@ -931,11 +953,16 @@ async def _run_one(
             cached = _restore_cache(layout, target, digest)
             if cached is not None:
                 progress(f"{target.id}: served from cache ({digest[:12]})")
+                if options.record and target.device == "gpu":
+                    progress(f"{target.id}: recorded to {write_recording(layout, cached)}")
                 return cached
         progress(f"{target.id}: executing {target.notebook} (scale={options.scale})")
         record = await _execute(target, layout, options, digest, progress)
         if record["status"] == "passed":
             _store_cache(layout, record)
+            if options.record and target.device == "gpu":
+                saved = write_recording(layout, record)
+                progress(f"{target.id}: recorded to {saved}")
         verdict = "passed" if record["status"] == "passed" else "FAILED"
         progress(f"{target.id}: {verdict} in {record['duration_s']:.1f} s")
         return record
@@ -996,6 +1023,7 @@ def reproduce(
     timeout: float = DEFAULT_TIMEOUT,
     build: Path | str | None = None,
     progress: Progress | None = None,
+    record: bool = False,
 ) -> Manifest:
     """Run (or serve from cache) the reproduction notebooks and write build/manifest.json.
 
@@ -1005,7 +1033,9 @@ def reproduce(
         raise ReproduceError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
     layout = Layout(root, Path(build).resolve() if build else root / "build")
     targets = discover(root, ids)
-    options = RunOptions(scale=scale, cell_timeout=cell_timeout, timeout=timeout, force=force)
+    options = RunOptions(
+        scale=scale, cell_timeout=cell_timeout, timeout=timeout, force=force, record=record
+    )
     say = progress or (lambda _line: None)
     probe: dict[str, bool] = {}
 
@@ -1077,6 +1107,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--scale", choices=SCALES, default="ci", help="ci: ~45 s on 2 cores; full: larger"
     )
     parser.add_argument(
+        "--record",
+        action="store_true",
+        help="on a CUDA host: save passed GPU notebooks with their evidence to recordings/ "
+        "(commit them; hosts without a GPU then show these runs)",
+    )
+    parser.add_argument(
         "--cell-timeout",
         type=float,
         default=DEFAULT_CELL_TIMEOUT,
@@ -1123,6 +1159,7 @@ def run(args: argparse.Namespace) -> int:
             cell_timeout=args.cell_timeout,
             timeout=args.timeout,
             progress=progress,
+            record=getattr(args, "record", False),
         )
     except ReproduceError as exc:
         print(f"trainwreck: {exc}", file=sys.stderr)
