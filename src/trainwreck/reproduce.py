@@ -636,6 +636,7 @@ async def _execute(
         pgid = getattr(provisioner, "pgid", None)
         await client.async_start_new_kernel_client()
         execution_count = 0
+        kernel_busy = False  # still running a cell (timed out) or dead: do not query it
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code" or not cell.source.strip():
                 continue
@@ -655,6 +656,7 @@ async def _execute(
             try:
                 await client.async_execute_cell(cell, index, execution_count=execution_count)
             except CellTimeoutError:
+                kernel_busy = True
                 message = (
                     f"notebook exceeded its {options.timeout:g} s limit"
                     if notebook_limited
@@ -667,6 +669,7 @@ async def _execute(
                 error = {"cell": src_index, "source": cell.source, "message": message}
                 break
             except DeadKernelError:
+                kernel_busy = True
                 error = {
                     "cell": src_index,
                     "source": cell.source,
@@ -677,8 +680,7 @@ async def _execute(
         if options.interrupted:
             # nbclient turns the cancellation of a running cell into DeadKernelError.
             raise asyncio.CancelledError
-        kernel_idle = error is None or not error["message"].startswith(("cell timed", "the kernel"))
-        if kernel_idle:
+        if not kernel_busy:
             versions = await _kernel_versions(client, nb)
     except _NotebookTimeout:
         error = {
