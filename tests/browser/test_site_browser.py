@@ -135,6 +135,13 @@ def test_entry_page_shows_title_symptoms_fix_and_figure(browser: Browser, served
     with urllib.request.urlopen(f"{served}/entries/demo-straggler/figure-1.png") as reply:
         assert reply.read(8) == b"\x89PNG\r\n\x1a\n"
     browser.screenshot(ARTIFACTS / "entry-figure.png", full_page=False)
+    # Code blocks get their copy buttons (added by the theme's JavaScript).
+    assert (
+        browser.wait_for(
+            "document.querySelectorAll('article button[data-md-type=copy], article button.md-clipboard').length"
+        )
+        >= 3
+    )
     browser.evaluate("window.scrollTo(0, 0)")
     time.sleep(0.5)  # let the header finish its scroll transition
     browser.screenshot(ARTIFACTS / "entry.png")
@@ -165,3 +172,27 @@ def test_search_finds_the_entry_by_a_word_of_its_fix(browser: Browser, served: s
         timeout=30,
     )
     assert any("entries/demo-straggler/" in href for href in hrefs), hrefs
+
+
+def test_dark_palette(browser: Browser, served: str) -> None:
+    browser.call(
+        "Emulation.setEmulatedMedia",
+        features=[{"name": "prefers-color-scheme", "value": "dark"}],
+    )
+    try:
+        # The theme remembers the palette of earlier visits; start as a new visitor would.
+        browser.open("about:blank")
+        browser.call("Storage.clearDataForOrigin", origin=served, storageTypes="local_storage")
+        browser.open(f"{served}/entries/demo-straggler/")
+        # The HTML starts with the light scheme; the theme's script switches to the one the
+        # visitor's system prefers.
+        assert browser.wait_for("document.body.getAttribute('data-md-color-scheme') === 'slate'")
+        background = browser.evaluate("getComputedStyle(document.body).backgroundColor")
+        red, green, blue = (
+            int(v) for v in background[background.index("(") + 1 : -1].split(",")[:3]
+        )
+        assert red + green + blue < 200, background  # a dark background
+        time.sleep(0.5)
+        browser.screenshot(ARTIFACTS / "entry-dark.png", full_page=False)
+    finally:
+        browser.call("Emulation.setEmulatedMedia", features=[])
