@@ -888,11 +888,19 @@ def _entry_row(entry: Entry, status: Status, prefix: str) -> str:
     )
 
 
+def _severity_key(entry: Entry) -> tuple[int, str]:
+    severity = str(entry.data.get("severity", ""))
+    rank = SEVERITY_ORDER.index(severity) if severity in SEVERITY_ORDER else len(SEVERITY_ORDER)
+    return rank, entry.title.lower()
+
+
 def render_indexes(
     entries: list[Entry], statuses: dict[str, Status], rules: list[Rule]
 ) -> dict[str, str]:
     """Generated pages other than entry pages, keyed by their path in the docs dir."""
     pages: dict[str, str] = {}
+    # Most severe first, then by title: the order a reader scanning for their failure wants.
+    entries = sorted(entries, key=_severity_key)
     by_category: dict[str, list[Entry]] = {}
     for entry in entries:
         by_category.setdefault(str(entry.data.get("category", "other")), []).append(entry)
@@ -1443,6 +1451,10 @@ def run_build(args: argparse.Namespace) -> int:
             progress=say,
         )
     except BuildError as exc:
+        print(f"trainwreck build: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, UnicodeError) as exc:
+        # A file that cannot be read or written (permissions, disk full): one line, no traceback.
         print(f"trainwreck build: {exc}", file=sys.stderr)
         return 1
     print("built site/" if not args.site_dir else f"built {args.site_dir}")
