@@ -444,3 +444,13 @@ def test_the_repository_site_builds(tmp_path: Path) -> None:
     for entry in entries:
         html = (tmp_path / "site/entries" / entry.id / "index.html").read_text()
         assert entry.title.split()[0] in html
+
+
+def test_missing_executed_copy_is_said(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    fake_run(root)
+    (root / "build/executed/demo-straggler.ipynb").unlink()
+    site.build(root, reproduce=False)
+    html = _page(root, "entries/demo-straggler/index.html")
+    assert "is missing from this build" in html
+    assert "figure-1.png" not in html

@@ -628,6 +628,7 @@ def render_reproduction(
         with contextlib.suppress(OSError, ValueError):
             source = json.loads((root / record["executed"]).read_text(encoding="utf-8"))
     shown_outputs = source is not None
+    missing_copy = status.show_outputs and not shown_outputs
     if source is None:
         with contextlib.suppress(OSError, ValueError):
             source = json.loads((root / notebook_path).read_text(encoding="utf-8"))
@@ -641,6 +642,13 @@ def render_reproduction(
         lines += [
             "Below is the notebook as it ran for the status above: its code, its printed "
             "output and its figures.",
+            "",
+        ]
+    elif missing_copy:
+        lines += ["### The notebook", ""]
+        lines += [
+            f"The executed copy (`{record.get('executed')}`) is missing from this build, so the "
+            f"source is shown without outputs; `trainwreck reproduce {entry.id}` restores it.",
             "",
         ]
     else:
@@ -683,10 +691,12 @@ def _evidence_section(
         ]
         for side in ("broken", "fixed"):
             for log in (logs.get(side) or [])[:1]:
-                with contextlib.suppress(OSError):
-                    text = (root / log).read_text(encoding="utf-8", errors="replace")
+                with contextlib.suppress(OSError), open(root / log, "rb") as handle:
+                    # A training log can be large; the page shows an excerpt of its start.
+                    head = handle.read(64 * 1024).decode("utf-8", errors="replace")
+                    text = head.rsplit("\n", 1)[0] if len(head) == 64 * 1024 else head
                     lines += [
-                        f"First lines of `{log}` ({side} run):",
+                        f"Excerpt of `{log}` ({side} run):",
                         "",
                         _fence(_clip(ANSI_RE.sub("", text), 12), "text"),
                         "",
