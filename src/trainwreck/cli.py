@@ -48,7 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, sub_parsers = build_parser()
     # Parse the command name first, then let its module add its own arguments.
-    known, _ = parser.parse_known_args(argv)
+    # Without -h/--help here, so `trainwreck build --help` lists the module's own options.
+    known, _ = parser.parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    if not known.command and any(a in ("-h", "--help") for a in argv):
+        parser.parse_args(argv)  # prints the top-level help and exits 0
     if not known.command:
         parser.print_help()
         return 2
