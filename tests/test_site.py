@@ -432,8 +432,9 @@ def test_serve_serves_the_site(built: Path) -> None:
         server.server_close()
 
 
-def test_the_repository_site_builds(tmp_path: Path) -> None:
-    """Every real entry gets its page, and the real docs build strictly."""
+def test_the_repository_site_builds(tmp_path: Path, reproduced_manifest: dict) -> None:
+    """Every real entry gets its page with its reproduction and its rules, from the notebooks
+    this host ran (the session's shared reproduce run), and the real docs build strictly."""
     from fixture_repo import REPO
 
     summary = site.build(
@@ -441,9 +442,22 @@ def test_the_repository_site_builds(tmp_path: Path) -> None:
     )
     entries, _ = load_entries(REPO)
     assert summary.entries == len(entries) > 0
+    records = {r["id"]: r for r in reproduced_manifest["notebooks"]}
     for entry in entries:
-        html = (tmp_path / "site/entries" / entry.id / "index.html").read_text()
-        assert entry.title.split()[0] in html
+        page = tmp_path / "site/entries" / entry.id / "index.html"
+        html = page.read_text(encoding="utf-8")
+        assert 'id="reproduction"' in html, entry.id
+        for rule_id in (entry.data.get("fingerprint") or {}).get("rules") or []:
+            assert f"rules/{rule_id}.yaml" in html, (entry.id, rule_id)
+        record = records.get(entry.id)
+        if record is not None and record["status"] == "passed":
+            assert "Reproduced on" in html and "fingerprint asserted" in html, entry.id
+            figures = list(page.parent.glob("figure-*.png"))
+            assert figures, f"{entry.id}: no figure from its executed notebook"
+        elif record is not None and record["status"] == "skipped-needs-gpu":
+            assert "Not yet reproduced: needs a GPU" in html, entry.id
+        if "not_reproducible" in entry.reproduction:
+            assert "Not reproducible:" in html, entry.id
 
 
 def test_missing_executed_copy_is_said(tmp_path: Path) -> None:
