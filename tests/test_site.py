@@ -178,6 +178,17 @@ def test_fence_outlasts_backticks_in_code() -> None:
 
 def test_table_cells_are_one_line_with_pipes_escaped() -> None:
     assert site._cell("a | b\n  c") == "a \\| b c"
+    # Inside a code span the table keeps the pipe itself; an escape would be shown.
+    assert site._cell("x `a|b` | y") == "x `a|b` \\| y"
+    assert site._code("a`b|c") == "``a`b|c``"
+
+
+def test_regex_with_alternation_renders_in_the_rule_table() -> None:
+    import markdown
+
+    rule = site.Rule("r", "rules/r.yaml", {"matchers": {"m": {"regex": "(?:a|b) `x`"}}}, "id: r\n")
+    html = markdown.markdown(site.render_rule(rule), extensions=["tables", "admonition"])
+    assert "<code>(?:a|b) `x`</code>" in html
 
 
 # --- related links and nav ---------------------------------------------------------------------

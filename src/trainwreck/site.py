@@ -88,10 +88,23 @@ class BuildError(Exception):
 # --- small text helpers ---------------------------------------------------------------------
 
 
+_CODE_OR_PIPE = re.compile(r"(`+).+?\1|\|")
+
+
 def _cell(text: Any) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped."""
+    """Text for a Markdown table cell: one line, pipes escaped outside code spans (inside them
+    the table extension already keeps pipes, and an escape would show)."""
     value = " ".join(str(text).split())
-    return value.replace("|", "\\|")
+    return _CODE_OR_PIPE.sub(lambda m: "\\|" if m.group(0) == "|" else m.group(0), value)
+
+
+def _code(text: Any) -> str:
+    """An inline code span for `text` (which may itself hold backticks), on one line."""
+    value = " ".join(str(text).split())
+    longest = max((len(m) for m in re.findall(r"`+", value)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{ticks}{pad}{value}{pad}{ticks}"
 
 
 def _fence(code: str, language: str = "", indent: str = "") -> str:
@@ -479,15 +492,16 @@ def _describe_matcher(spec: Any) -> str:
     if not isinstance(spec, dict):
         return "matcher"
     if "regex" in spec:
-        return f"regular expression `{_cell(spec['regex']).replace('`', '')}`"
+        return f"regular expression {_code(spec['regex'])}"
     if "json" in spec:
         fields = ", ".join(f"{k} = {v}" for k, v in (spec.get("json") or {}).items())
-        return f"JSON lines where {fields}" if fields else "JSON lines"
+        return f"JSON lines where {_cell(fields)}" if fields else "JSON lines"
     if "block" in spec:
         block = spec.get("block") or {}
-        start = _cell(block.get("start", "")).replace("`", "")
-        end = _cell(block.get("end", "")).replace("`", "")
-        return f"a block of lines from `{start}` to `{end}`"
+        return (
+            f"a block of lines from {_code(block.get('start', ''))} "
+            f"to {_code(block.get('end', ''))}"
+        )
     return ", ".join(sorted(spec))
 
 
