@@ -301,6 +301,8 @@ def test_entry_page_shows_its_rule(built: Path) -> None:
     assert "Recurring step-time spikes on all ranks at once" in html
     rules = _page(built, "rules/index.html")
     assert "demo-straggler-steps" in rules and "../entries/demo-straggler/" in rules
+    assert 'href="../entries/demo-straggler/#rule-demo-straggler-steps"' in rules
+    assert 'id="rule-demo-straggler-steps"' in html
 
 
 def test_statuses_of_the_other_entries(built: Path) -> None:

@@ -517,7 +517,8 @@ def _describe_detector(spec: Any) -> str:
 
 def render_rule(rule: Rule, *, link_entry: str | None = None) -> str:
     data = rule.data
-    lines = [f"### {_para(data.get('title') or rule.id)}", ""]
+    # An explicit anchor, so the rules page can link to the rule on its entry's page.
+    lines = [f"### {_para(data.get('title') or rule.id)} {{ #rule-{rule.id} }}", ""]
     meta = f"Rule `{rule.id}` in `{rule.file}`"
     if isinstance(data.get("confidence"), (int, float)):
         meta += f", confidence {data['confidence']:.2f} when its condition holds"
@@ -1014,8 +1015,13 @@ def render_indexes(
         )
         confidence = rule.data.get("confidence")
         confidence_text = f"{confidence:.2f}" if isinstance(confidence, (int, float)) else ""
+        name = (
+            f"[`{rule.id}`](entries/{entry_id}/index.md#rule-{rule.id})"
+            if entry_id in titles
+            else f"`{rule.id}`"
+        )
         lines.append(
-            f"| `{rule.id}` | {target} | {confidence_text} | {_cell(rule.data.get('title', ''))} |"
+            f"| {name} | {target} | {confidence_text} | {_cell(rule.data.get('title', ''))} |"
         )
     lines.append("")
     pages["rules.md"] = "\n".join(lines)
