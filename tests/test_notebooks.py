@@ -80,3 +80,35 @@ def test_gc_straggler_fingerprint_numbers(reproduced_manifest: dict[str, Any]) -
     assert fixed["max_gen2_ms"] < 0.1 * broken["rank0_gen2_median_ms"]
     assert all(n <= 1 for n in fixed["stalls_per_rank"])
     assert all(n <= 1 for n in metrics["scheduled"]["stalls_per_rank"])
+
+
+@pytest.mark.parametrize("entry_id", CPU)
+def test_rules_diagnose_broken_and_not_fixed(
+    reproduced_manifest: dict[str, Any], entry_id: str
+) -> None:
+    """The loop closes: the compiled rules find this entry in the broken run's logs, and find
+    nothing in the fixed run's logs."""
+    diagnose = pytest.importorskip("trainwreck.diagnose").diagnose
+    record = _record(reproduced_manifest, entry_id)
+    if record["status"] != "passed":
+        pytest.skip("the notebook failed (reported by test_cpu_notebook_passes)")
+    logs = record["evidence"]["logs"]
+    if not logs["broken"] or not logs["fixed"]:
+        pytest.skip("no evidence logs (reported by test_cpu_notebook_writes_evidence)")
+    broken = diagnose([str(REPO / p) for p in logs["broken"]], REPO, use_installed=False)
+    assert entry_id in broken.entries, f"broken/ of {entry_id} diagnosed as {broken.entries}"
+    fixed = diagnose([str(REPO / p) for p in logs["fixed"]], REPO, use_installed=False)
+    assert fixed.entries == [], f"fixed/ of {entry_id} diagnosed as {fixed.entries}"
+
+
+def test_gc_straggler_plain_logs_alone_are_enough(reproduced_manifest: dict[str, Any]) -> None:
+    """Without the probe's JSON lines, the per-rank step lines alone still show the failure."""
+    diagnose = pytest.importorskip("trainwreck.diagnose").diagnose
+    record = _record(reproduced_manifest, "python-gc-straggler")
+    if record["status"] != "passed":
+        pytest.skip("the notebook failed (reported by test_cpu_notebook_passes)")
+    for run, expected in (("broken", ["python-gc-straggler"]), ("fixed", [])):
+        logs = [str(REPO / p) for p in record["evidence"]["logs"][run] if p.endswith(".log")]
+        assert len(logs) == 2, logs
+        report = diagnose(logs, REPO, use_installed=False)
+        assert report.entries == expected, (run, report.entries)
