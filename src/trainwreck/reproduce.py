@@ -470,7 +470,6 @@ def _evidence_record(layout: Layout, directory: Path) -> dict[str, Any]:
 
 
 def _base_record(target: Target, layout: Layout, status: str, digest: str | None) -> Record:
-    gpu, driver = (None, None)
     return {
         "id": target.id,
         "notebook": target.notebook,
@@ -479,7 +478,7 @@ def _base_record(target: Target, layout: Layout, status: str, digest: str | None
         "cached": False,
         "source_hash": digest,
         "executed": None,
-        "host": {"cpu": cpu_model(), "gpu": gpu, "driver": driver},
+        "host": {"cpu": cpu_model(), "gpu": None, "driver": None},
         "versions": {"python": None, "torch": None, "cuda": None},
         "started": _now(),
         "duration_s": 0.0,
