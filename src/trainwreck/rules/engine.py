@@ -20,6 +20,7 @@ import math
 import re
 import sys
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ import re2
 from trainwreck.rules import condition as cond
 from trainwreck.rules import detectors as det
 from trainwreck.rules import regexes
-from trainwreck.rules.units import convert, to_number
+from trainwreck.rules.units import factor, to_number
 
 BLOCK = 4 << 20  # bytes read at a time
 MAX_LINE = 64 << 10  # a line is cut at this length
@@ -42,13 +43,15 @@ EVIDENCE_TEXT = 400  # characters of a line kept as evidence
 _U = re2._re2.RE2.Anchor.UNANCHORED
 
 _PREFIX = re.compile(
-    r"^(?:(?P<host>[\w.-]+):\s)?"
-    r"(?:\[(?:rank|default)(?P<r1>\d+)\]:\s?|\[(?P<job>\d+),(?P<r2>\d+)\]<std(?:out|err)>:\s?)"
+    rb"^(?:(?P<host>[\w.-]+):\s)?"
+    rb"(?:\[(?:rank|default)(?P<r1>\d+)\]:\s?|\[(?P<job>\d+),(?P<r2>\d+)\]<std(?:out|err)>:\s?)"
 )
-_HOST = re.compile(r"^(?P<host>(?:worker|node|host)[\w.-]*):\s")
-_INLINE_RANK = re.compile(r"\[Rank (\d+)\]|\brank\b\s?[=:]\s?(\d+)\b|\brank (\d+)\b", re.IGNORECASE)
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
-_GLOG = re.compile(r"(?:^|[\[\s])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+_HOST = re.compile(rb"^(?P<host>(?:worker|node|host)[\w.-]*):\s")
+_INLINE_RANK = re.compile(
+    rb"\[Rank (\d+)\]|\brank\b\s?[=:]\s?(\d+)\b|\brank (\d+)\b", re.IGNORECASE
+)
+_ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_GLOG = re.compile(rb"(?:^|[\[\s])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
 _FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
 _FILE_NUMBER = re.compile(r"^(\d+)\.(?:log|txt|out|err|jsonl)$")
 _NODE = re.compile(r"^(?:node|host|worker)[_-]?\d+$", re.IGNORECASE)
@@ -57,54 +60,59 @@ GLOG_YEAR = 2000  # glog lines carry no year; timestamps are only compared with 
 
 
 class Grow:
-    """A numpy column that grows in chunks (amortised O(1) appends, bounded by `limit`)."""
+    """A typed column that grows in chunks (the array module over-allocates geometrically, so
+    appends are amortised O(1) and cost 8 bytes a value), read as a numpy array without a copy.
+    Bounded by `limit`."""
 
-    __slots__ = ("data", "limit", "size")
+    __slots__ = ("data", "limit")
 
-    def __init__(self, dtype: Any, limit: int = MAX_SERIES_POINTS):
-        self.data = np.empty(256, dtype=dtype)
-        self.size = 0
+    def __init__(self, typecode: str, limit: int = MAX_SERIES_POINTS):
+        self.data = array(typecode)
         self.limit = limit
 
     def append(self, value: Any) -> bool:
-        if self.size >= self.limit:
+        if len(self.data) >= self.limit:
             return False
-        if self.size == self.data.shape[0]:
-            grown = np.empty(min(self.data.shape[0] * 2, self.limit), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size] = value
-        self.size += 1
+        self.data.append(value)
         return True
 
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
     def view(self) -> np.ndarray:
-        return self.data[: self.size]
+        return (
+            np.frombuffer(self.data, dtype=self.data.typecode)
+            if len(self.data)
+            else np.empty(0, dtype=self.data.typecode)
+        )
 
 
 class SeriesBuffer:
     __slots__ = ("count", "file", "index", "line", "offset", "t", "truncated", "value")
 
     def __init__(self) -> None:
-        self.value = Grow(np.float64)
-        self.index = Grow(np.float64)
-        self.t = Grow(np.float64)
-        self.file = Grow(np.int32)
-        self.line = Grow(np.int64)
-        self.offset = Grow(np.int64)
+        self.value = Grow("d")
+        self.index = Grow("d")
+        self.t = Grow("d")
+        self.file = Grow("l")
+        self.line = Grow("q")
+        self.offset = Grow("q")
         self.count = 0
         self.truncated = False
 
     def add(
         self, value: float, index: float, t: float, file_id: int, line: int, offset: int
     ) -> None:
-        if not self.value.append(value):
+        if self.count >= MAX_SERIES_POINTS:
             self.truncated = True
             return
-        self.index.append(index)
-        self.t.append(t)
-        self.file.append(file_id)
-        self.line.append(line)
-        self.offset.append(offset)
+        self.value.data.append(value)
+        self.index.data.append(index)
+        self.t.data.append(t)
+        self.file.data.append(file_id)
+        self.line.data.append(line)
+        self.offset.data.append(offset)
         self.count += 1
 
     def points(self) -> det.Points:
@@ -166,6 +174,17 @@ class RuleRun:
             for matcher in spec["matchers"]:
                 self.feeds.setdefault(matcher, []).append((name, spec["value"], spec.get("index")))
         self.counters: dict[tuple[str, Any], int] = {}
+        # Per matcher: (capture, factor or None, unit capture or None, default unit); factor 0.0
+        # marks a string capture (kept as text).
+        self.plans: dict[str, list[tuple[str, float | None, str | None, Any]]] = {}
+        for name, spec in rule["matchers"].items():
+            plan: list[tuple[str, float | None, str | None, Any]] = []
+            for capture, unit in spec["values"].items():
+                if isinstance(unit, dict):
+                    plan.append((capture, None, unit["unit_capture"], unit.get("default")))
+                else:
+                    plan.append((capture, unit_factor(unit), None, None))
+            self.plans[name] = plan
         self.blocks: dict[tuple[str, int, Any], tuple[int, dict[str, Any], Evidence]] = {}
 
 
@@ -190,12 +209,14 @@ class ScanResult:
 
 @dataclass
 class _User:
+    """One use of a distinct pattern by a rule's matcher (patterns are shared across rules)."""
+
     order: int  # end, capture, regex, start: closes blocks before a new one opens on the line
     run_index: int
     matcher: str
     role: str
-    regex: Any
-    captures: bool
+    regex: Any  # the raw RE2 object: Match(anchor, bytes, pos, end) -> spans
+    groups: list[tuple[str, int]]  # capture name -> group number
     block: dict[str, Any] | None
 
 
@@ -205,7 +226,6 @@ class Engine:
         patterns: dict[str, int] = {}
         users: list[list[_User]] = []
         self.json_matchers: list[tuple[int, str, dict[str, Any]]] = []
-        prefilters: list[str] = []
         role_order = {"end": 0, "capture": 1, "regex": 2, "start": 3}
 
         def add(
@@ -214,21 +234,13 @@ class Engine:
             if pattern not in patterns:
                 patterns[pattern] = len(patterns)
                 users.append([])
-                prefilters.append(regexes.prefilter_pattern(pattern))
             compiled = regexes.compile(pattern)
+            groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
             users[patterns[pattern]].append(
-                _User(
-                    role_order[role],
-                    run_index,
-                    matcher,
-                    role,
-                    compiled,
-                    bool(compiled.groupindex),
-                    block,
-                )
+                _User(role_order[role], run_index, matcher, role, compiled._regexp, groups, block)
             )
 
-        json_literals: set[str] = set()
+        self.json_literals: set[str] = set()
         self.missing_from = False
         for index, rule in enumerate(rules):
             init = rule["report"]["initiating_rank"]
@@ -248,11 +260,11 @@ class Engine:
                         v for v in spec["json"].values() if isinstance(v, str) and len(v) >= 2
                     ]
                     if strings:
-                        json_literals.add(re2.escape(json.dumps(strings[0])))
+                        self.json_literals.add(re2.escape(json.dumps(strings[0])))
                     elif spec["json"]:
-                        json_literals.add(re2.escape(json.dumps(next(iter(spec["json"])))))
+                        self.json_literals.add(re2.escape(json.dumps(next(iter(spec["json"])))))
                     else:
-                        json_literals.add(r"\{\s*\"")
+                        self.json_literals.add(r"\{\s*\"")
         for users_of in users:
             users_of.sort(key=lambda u: u.order)
         self.users = users
@@ -263,13 +275,20 @@ class Engine:
             for pattern in self.pattern_list:
                 self.set.Add(pattern)
             self.set.Compile()
-        alternatives = [f"(?:{p})" for p in prefilters] + sorted(json_literals)
-        self.prefilter = None
+        self.prefilter: Any = None
+        self._prefilter_ready = False
+
+    def _build_prefilter(self, sample: bytes) -> None:
+        """One RE2 search for all patterns' required literals, chosen as the rarest in the first
+        block of input (a line must contain one of them to be worth matching)."""
+        alternatives = [f"(?:{regexes.prefilter_pattern(p, sample)})" for p in self.pattern_list]
+        alternatives += sorted(self.json_literals)
         if alternatives:
             opts = regexes.options()
             opts.never_capture = True
             opts.max_mem = 256 << 20
             self.prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+        self._prefilter_ready = True
 
     # -- input ----------------------------------------------------------------------------------
 
@@ -382,11 +401,13 @@ class Engine:
         handle = self._open(source, display, result)
         if handle is None:
             return
-        prefilter = self.prefilter
         line_no = 1  # number of the line starting at `counted`
         base = 0  # offset of the block in the (decompressed) stream
         try:
             for block in self._blocks(handle, display, result):
+                if not self._prefilter_ready:
+                    self._build_prefilter(block[: 1 << 20])
+                prefilter = self.prefilter
                 result.bytes += len(block)
                 if self.missing_from:
                     for hit in _SAMPLE_PREFIX.findall(block[:65536]):
@@ -395,9 +416,9 @@ class Engine:
                 pos = 0
                 end = len(block)
                 if prefilter is not None:
+                    match = prefilter.Match
                     while pos < end:
-                        spans = prefilter.Match(_U, block, pos, end)
-                        start = spans[0][0]
+                        start = match(_U, block, pos, end)[0][0]
                         if start < 0:
                             break
                         line_start = block.rfind(b"\n", 0, start) + 1
@@ -437,21 +458,23 @@ class Engine:
     ) -> None:
         if len(raw) > MAX_LINE:
             raw = raw[:MAX_LINE]
-        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
         rank: Any = None
-        body = text
-        prefix = _PREFIX.match(text)
-        if prefix:
-            rank = int(prefix.group("r1") or prefix.group("r2"))
-            body = text[prefix.end() :]
-        else:
-            host = _HOST.match(text)
-            if host:
-                rank = host.group("host")
-                body = text[host.end() :]
+        body = raw
+        if raw[:1] in (b"[", b"w", b"n", b"h") or b"]:" in raw[:24]:
+            prefix = _PREFIX.match(raw)
+            if prefix:
+                rank = int(prefix.group("r1") or prefix.group("r2"))
+                body = raw[prefix.end() :]
+            else:
+                host = _HOST.match(raw)
+                if host:
+                    rank = host.group("host").decode("ascii", "replace")
+                    body = raw[host.end() :]
         hits = self.set.Match(body) if self.set is not None else None
         record: dict[str, Any] | None = None
-        if self.json_matchers and body.lstrip().startswith("{"):
+        if self.json_matchers and body.lstrip()[:1] == b"{":
             try:
                 parsed = json.loads(body)
             except (ValueError, RecursionError):
@@ -461,106 +484,130 @@ class Engine:
         if not hits and record is None:
             return
         if rank is None:
-            inline = _INLINE_RANK.search(body)
-            if inline:
-                rank = int(inline.group(1) or inline.group(2) or inline.group(3))
-            elif record is not None and isinstance(record.get("rank"), int):
+            if record is not None and isinstance(record.get("rank"), int):
                 rank = record["rank"]
             else:
-                rank = file_rank
-        t = math.nan
+                inline = _INLINE_RANK.search(body)
+                if inline:
+                    rank = int(inline.group(1) or inline.group(2) or inline.group(3))
+                else:
+                    rank = file_rank
         if record is not None and isinstance(record.get("t"), (int, float)):
             t = float(record["t"])
         else:
-            t = parse_time(text)
+            t = parse_time(raw)
         if rank is not None:
             result.ranks_seen.add(rank)
-        context = (file_id, line_no, text, rank, t, offset)
+        context = _Line(file_id, line_no, raw, rank, t, offset)
         if hits:
             for index in hits:
-                for user in self.users[index]:
-                    self._pattern_hit(user, body, context, runs[user.run_index])
+                users = self.users[index]
+                caps = self._captures(users[0], body)
+                if caps is None:
+                    continue
+                for user in users:
+                    self._pattern_hit(user, dict(caps), context, runs[user.run_index])
         if record is not None:
             for run_index, name, wanted in self.json_matchers:
                 if all(record.get(k) == v for k, v in wanted.items()):
-                    run = runs[run_index]
                     caps = {k: v for k, v in record.items() if isinstance(k, str)}
-                    self._record(run, name, caps, context, None)
+                    self._record(runs[run_index], name, caps, context, None)
 
-    def _pattern_hit(self, user: _User, body: str, context: tuple[Any, ...], run: RuleRun) -> None:
+    @staticmethod
+    def _captures(user: _User, body: bytes) -> dict[str, Any] | None:
+        """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
         caps: dict[str, Any] = {}
-        if user.captures:
-            found = user.regex.search(body)
-            if found is None:
-                return
-            caps = {k: v for k, v in found.groupdict().items() if v is not None}
-        file_id, line_no, text, rank, t, offset = context
+        if user.groups:
+            spans = user.regex.Match(_U, body, 0, len(body))
+            if spans[0][0] < 0:
+                return None
+            for name, number in user.groups:
+                start, stop = spans[number]
+                if start >= 0:
+                    caps[name] = body[start:stop].decode("utf-8", "replace")
+        return caps
+
+    def _pattern_hit(self, user: _User, caps: dict[str, Any], line: _Line, run: RuleRun) -> None:
         if user.role == "regex":
-            self._record(run, user.matcher, caps, context, None)
+            self._record(run, user.matcher, caps, line, None)
             return
         assert user.block is not None
-        key = (user.matcher, file_id, rank)
+        key = (user.matcher, line.file, line.rank)
         if user.role == "start":
             run.blocks[key] = (
-                line_no,
+                line.number,
                 dict(caps),
-                Evidence(file_id, line_no, text[:EVIDENCE_TEXT], rank, t, user.matcher, offset),
+                Evidence(
+                    line.file,
+                    line.number,
+                    line.text(),
+                    line.rank,
+                    line.t,
+                    user.matcher,
+                    line.offset,
+                ),
             )
             return
         opened = run.blocks.get(key)
         if opened is None:
             return
         start_line, block_caps, start_evidence = opened
-        if line_no - start_line + 1 > user.block["max_lines"]:
+        if line.number - start_line + 1 > user.block["max_lines"]:
             del run.blocks[key]
             return
         for name, value in caps.items():
             block_caps.setdefault(name, value)
         if user.role == "end":
             del run.blocks[key]
-            self._record(run, user.matcher, block_caps, context, start_evidence)
+            self._record(run, user.matcher, block_caps, line, start_evidence)
 
     def _record(
         self,
         run: RuleRun,
         name: str,
         caps: dict[str, Any],
-        context: tuple[Any, ...],
+        line: _Line,
         start: Evidence | None,
     ) -> None:
-        file_id, line_no, text, rank, t, offset = context
-        spec = run.rule["matchers"][name]
-        for capture, unit in spec["values"].items():
-            if capture not in caps:
+        # The hot path for series lines: plain locals, no per-call lookups of the rule's spec.
+        rank = line.rank
+        for capture, factor_, unit_capture, default in run.plans[name]:
+            raw = caps.get(capture)
+            if raw is None:
                 continue
-            if isinstance(unit, dict):
-                unit_text = caps.get(unit["unit_capture"]) or unit.get("default")
-                caps[capture] = convert(caps[capture], str(unit_text)) if unit_text else math.nan
-            else:
-                caps[capture] = convert(caps[capture], unit)
+            if unit_capture is not None:
+                unit_text = caps.get(unit_capture) or default
+                factor_ = unit_factor(unit_text) if unit_text else None
+                if factor_ is None:
+                    caps[capture] = math.nan
+                    continue
+            if factor_ is None:
+                caps[capture] = math.nan
+                continue
+            if factor_ == 0.0:  # "string"
+                continue
+            caps[capture] = _number(raw) * factor_
         if "rank" in caps:
             value = caps["rank"]
             if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
                 rank = int(value)
         state = run.matchers[name]
         state.count += 1
-        state.rank_counts[rank] = state.rank_counts.get(rank, 0) + 1
+        counts = state.rank_counts
+        counts[rank] = counts.get(rank, 0) + 1
         if start is not None and start.rank is None:
             start.rank = rank
         if len(state.evidence) < MAX_EVIDENCE_PER_MATCHER:
             if start is not None:
                 state.evidence.append(start)
             state.evidence.append(
-                Evidence(file_id, line_no, text[:EVIDENCE_TEXT], rank, t, name, offset)
+                Evidence(line.file, line.number, line.text(), rank, line.t, name, line.offset)
             )
-        origin = start if start is not None else None
-        first_key = (
-            origin.t if origin else t,
-            origin.file if origin else file_id,
-            origin.line if origin else line_no,
-        )
         if rank not in state.first:
-            state.first[rank] = first_key
+            if start is not None:
+                state.first[rank] = (start.t, start.file, start.line)
+            else:
+                state.first[rank] = (line.t, line.file, line.number)
         if state.columns:
             if state.count <= MAX_ROWS:
                 for column, values in state.columns.items():
@@ -568,19 +615,60 @@ class Engine:
             else:
                 state.truncated = True
         if state.events is not None and len(state.events) < MAX_ROWS:
-            state.events.append((rank, t, to_number(caps.get("step")), file_id, line_no, offset))
+            state.events.append(
+                (rank, line.t, _number(caps.get("step")), line.file, line.number, line.offset)
+            )
         feeds = run.feeds.get(name)
         if feeds:
             for series, value_name, index_name in feeds:
-                value = to_number(caps.get(value_name))
-                if not math.isfinite(value):
+                value = _number(caps.get(value_name))
+                if value != value or value in (math.inf, -math.inf):
                     continue
                 per_rank = run.series[series]
                 buffer = per_rank.get(rank)
                 if buffer is None:
                     buffer = per_rank[rank] = SeriesBuffer()
-                index = to_number(caps.get(index_name)) if index_name else float(buffer.count)
-                buffer.add(value, index, t, file_id, line_no, offset)
+                index = _number(caps.get(index_name)) if index_name else float(buffer.count)
+                buffer.add(value, index, line.t, line.file, line.number, line.offset)
+
+
+def _number(value: Any) -> float:
+    """A capture as a float; NaN when it is missing or not a number."""
+    if value is None:
+        return math.nan
+    if isinstance(value, float):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return to_number(value)
+
+
+def unit_factor(unit: Any) -> float | None:
+    """Multiplier to the base unit (0.0 marks 'string'); None for an unknown unit."""
+    if unit == "string":
+        return 0.0
+    return factor(str(unit))
+
+
+class _Line:
+    """A candidate line being matched; its text is decoded only when kept as evidence."""
+
+    __slots__ = ("_text", "file", "number", "offset", "rank", "raw", "t")
+
+    def __init__(self, file_id: int, number: int, raw: bytes, rank: Any, t: float, offset: int):
+        self.file = file_id
+        self.number = number
+        self.raw = raw
+        self.rank = rank
+        self.t = t
+        self.offset = offset
+        self._text: str | None = None
+
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.raw[: EVIDENCE_TEXT * 4].decode("utf-8", "replace")[:EVIDENCE_TEXT]
+        return self._text
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -592,23 +680,26 @@ def _looks_binary(head: bytes) -> bool:
     return controls > len(head) // 5
 
 
-def parse_time(text: str) -> float:
-    found = _ISO.search(text)
+def parse_time(text: bytes | str) -> float:
+    """Unix time of the first ISO or glog timestamp in a line (NaN when there is none)."""
+    if isinstance(text, str):
+        text = text.encode("utf-8", "replace")
+    found = _ISO.search(text, 0, 200)
     if found:
         y, mo, d, h, mi, s, frac = found.groups()
         try:
             base = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s)))
         except (ValueError, OverflowError):
             return math.nan
-        return base + (float("0." + frac) if frac else 0.0)
-    found = _GLOG.search(text)
+        return base + (float(b"0." + frac) if frac else 0.0)
+    found = _GLOG.search(text, 0, 200)
     if found:
         mo, d, h, mi, s, frac = found.groups()
         try:
             base = calendar.timegm((GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s)))
         except (ValueError, OverflowError):
             return math.nan
-        return base + float("0." + frac)
+        return base + float(b"0." + frac)
     return math.nan
 
 

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre_p  # type: ignore[no-redef]
 
 MIN_LITERAL = 3
+MAX_CHAIN = 3  # required literal sets chained in one prefilter alternative
 MAX_PROGRAM = 20_000  # RE2 program size above which a pattern is refused as too large
 
 _UNSUPPORTED = [
@@ -84,39 +85,63 @@ def compile(pattern: str) -> Any:
 # --- required literals -------------------------------------------------------------------------
 
 
-def required_literals(pattern: str) -> tuple[list[str], bool] | None:
-    """Alternatives, one of which every match of `pattern` contains, and whether they compare
-    case-insensitively. None when no usable literal (>= MIN_LITERAL characters) can be proven."""
+def literal_options(pattern: str) -> tuple[list[list[str]], bool]:
+    """Every provable required-literal set of `pattern`: each set is alternatives, one of which
+    any match contains. Also whether they compare case-insensitively. Sets whose shortest
+    alternative is under MIN_LITERAL characters are dropped."""
     # Python's parser reads RE2-only syntax differently ([[:digit:]], \pN, \C, \Q...\E): a
     # wrong literal would make the prefilter drop lines, so such patterns are not analysed.
     if any(token in pattern for token in ("[[:", "\\p", "\\P", "\\C", "\\Q", "(?U", "(?s")):
-        return None
+        return [], False
     try:
         parsed = _sre_p.parse(pattern)
     except Exception:
-        return None
+        return [], False
     ignore_case = bool(parsed.state.flags & _sre_c.SRE_FLAG_IGNORECASE) or "(?i" in pattern
-    found = _seq(list(parsed))
-    if not found or min(len(x) for x in found) < MIN_LITERAL:
+    options = [sorted(set(found)) for found in _seq(list(parsed)) if _score(found) >= MIN_LITERAL]
+    unique: list[list[str]] = []
+    for option in options:
+        if option not in unique:
+            unique.append(option)
+    return unique, ignore_case
+
+
+def required_literals(pattern: str) -> tuple[list[str], bool] | None:
+    """The longest required-literal set (see literal_options), or None."""
+    options, ignore_case = literal_options(pattern)
+    if not options:
         return None
-    return sorted(set(found)), ignore_case
+    return max(options, key=_score), ignore_case
+
+
+def choose_literals(pattern: str, sample: bytes) -> tuple[list[str], bool] | None:
+    """The required-literal set that is rarest in `sample` (a block of the log being read), so
+    the prefilter lets through as few lines as it can prove necessary."""
+    options, ignore_case = literal_options(pattern)
+    if not options:
+        return None
+    haystack = sample.lower() if ignore_case else sample
+
+    def cost(option: list[str]) -> tuple[int, int]:
+        hits = sum(haystack.count((x.lower() if ignore_case else x).encode()) for x in option)
+        return hits, -_score(option)
+
+    return min(options, key=cost), ignore_case
 
 
 def _score(alternatives: list[str] | None) -> int:
     return min((len(x) for x in alternatives), default=0) if alternatives else 0
 
 
-def _seq(items: list[Any]) -> list[str] | None:
-    """Best required-literal set of a sequence of parsed regex items."""
-    best: list[str] | None = None
+def _seq(items: list[Any]) -> list[list[str]]:
+    """Required-literal sets of a sequence of parsed regex items (each set: alternatives)."""
+    found: list[list[str]] = []
     run: list[str] = []
 
     def close_run() -> None:
-        nonlocal best, run
+        nonlocal run
         if run:
-            candidate = ["".join(run)]
-            if _score(candidate) > _score(best):
-                best = candidate
+            found.append(["".join(run)])
         run = []
 
     for op, arg in items:
@@ -124,15 +149,14 @@ def _seq(items: list[Any]) -> list[str] | None:
             run.append(chr(arg))
             continue
         close_run()
-        inner: list[str] | None = None
         if op is _sre_c.SUBPATTERN:
             # (group, add_flags, del_flags, pattern); a case-insensitive group is handled by the
             # caller through the pattern-wide ignore_case flag.
-            inner = _seq(list(arg[-1]))
+            found.extend(_seq(list(arg[-1])))
         elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT):
             low, _high, sub = arg
             if low >= 1:
-                inner = _seq(list(sub))
+                found.extend(_seq(list(sub)))
         elif op is _sre_c.BRANCH:
             alternatives: list[str] = []
             for branch in arg[1]:
@@ -140,25 +164,40 @@ def _seq(items: list[Any]) -> list[str] | None:
                 if not got:
                     alternatives = []
                     break
-                alternatives.extend(got)
-            inner = alternatives or None
-        if inner and _score(inner) > _score(best):
-            best = inner
+                alternatives.extend(max(got, key=_score))
+            if alternatives:
+                found.append(alternatives)
     close_run()
-    return best
+    return found
 
 
-def prefilter_pattern(pattern: str) -> str:
+def prefilter_pattern(pattern: str, sample: bytes | None = None) -> str:
     """A pattern that finds every line `pattern` can match, as cheaply as we can prove.
 
-    Required literals when they exist; otherwise the pattern itself, unanchored at line start
-    (the engine strips rank prefixes before the real match, so '^' may follow a prefix)."""
-    literals = required_literals(pattern)
-    if literals:
-        alternatives, ignore_case = literals
-        body = "|".join(re2.escape(x) for x in alternatives)
-        return f"(?i:{body})" if ignore_case else body
-    return _drop_line_anchors(pattern)
+    Every match contains the required literal sets of `pattern` in order, on one line, so the
+    prefilter chains them ('loss.*?(?:nan|inf)'); a chain is far more selective than its rarest
+    link. Without provable literals it is the pattern itself, unanchored at line start (the
+    engine strips rank prefixes before the real match, so '^' may follow a prefix)."""
+    options, ignore_case = literal_options(pattern)
+    if not options:
+        return _drop_line_anchors(pattern)
+    if sample is not None and len(options) > MAX_CHAIN:
+        # Keep the rarest links (in their original order).
+        haystack = sample.lower() if ignore_case else sample
+        rarity = sorted(
+            range(len(options)),
+            key=lambda i: (
+                sum(haystack.count((x.lower() if ignore_case else x).encode()) for x in options[i]),
+                -_score(options[i]),
+            ),
+        )
+        keep = sorted(rarity[:MAX_CHAIN])
+        options = [options[i] for i in keep]
+    elif len(options) > MAX_CHAIN:
+        options = sorted(options, key=_score, reverse=True)[:MAX_CHAIN]
+    links = ["(?:" + "|".join(re2.escape(x) for x in option) + ")" for option in options]
+    body = ".*?".join(links)
+    return f"(?i:{body})" if ignore_case else body
 
 
 def _drop_line_anchors(pattern: str) -> str:
