@@ -194,7 +194,8 @@ def prefilter_pattern(pattern: str, sample: bytes | None = None) -> str:
         keep = sorted(rarity[:MAX_CHAIN])
         options = [options[i] for i in keep]
     elif len(options) > MAX_CHAIN:
-        options = sorted(options, key=_score, reverse=True)[:MAX_CHAIN]
+        longest = sorted(range(len(options)), key=lambda i: -_score(options[i]))[:MAX_CHAIN]
+        options = [options[i] for i in sorted(longest)]  # a chain keeps the pattern's order
     links = ["(?:" + "|".join(re2.escape(x) for x in option) + ")" for option in options]
     body = ".*?".join(links)
     return f"(?i:{body})" if ignore_case else body

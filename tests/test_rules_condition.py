@@ -1,0 +1,181 @@
+"""The condition language: parsing, precedence, types, errors with offsets, evaluation."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from trainwreck.rules import condition as cond
+
+
+class Scope:
+    """Matchers oom (captures req, unalloc, name) and step; detectors stalls (periodic_stalls)."""
+
+    matchers: ClassVar[dict[str, set[str]]] = {
+        "oom": {"req", "unalloc", "alloc", "name"},
+        "step": {"ms"},
+        "a": set(),
+        "b": set(),
+        "c": set(),
+    }
+    detectors: ClassVar[dict[str, tuple[str, ...]]] = {
+        "stalls": ("count", "ratio"),
+        "gc": ("count",),
+    }
+
+    def kind(self, name: str) -> str | None:
+        if name in self.matchers:
+            return "matcher"
+        if name in self.detectors:
+            return "detector"
+        if name == "step_ms":
+            return "series"
+        return None
+
+    def field_problem(self, name: str, field: str) -> str | None:
+        known = self.matchers.get(name) or self.detectors.get(name) or ()
+        return None if field in known else f"'{name}' has no '{field}'"
+
+
+class Ctx:
+    def __init__(self, truths=None, counts=None, columns=None, outputs=None, strings=None):
+        self.truths = truths or {}
+        self.counts = counts or {}
+        self.columns = columns or {}
+        self.outputs = outputs or {}
+        self.string_columns = strings or {}
+
+    def truth(self, name):
+        return self.truths.get(name, False)
+
+    def count(self, name):
+        return self.counts.get(name, 0)
+
+    def numbers(self, part, field):
+        if (part, field) in self.columns:
+            return np.asarray(self.columns[(part, field)], dtype=float)
+        return self.outputs.get((part, field), math.nan)
+
+    def strings(self, part, field):
+        return self.string_columns.get((part, field), [])
+
+
+def parse(text: str):
+    return cond.parse(text, Scope())[0]
+
+
+def test_precedence_not_and_or():
+    tree = parse("a or b and not c")
+    assert tree == ["or", [["name", "a"], ["and", [["name", "b"], ["not", ["name", "c"]]]]]]
+    assert cond.evaluate(tree, Ctx({"a": False, "b": True, "c": False}))
+    assert not cond.evaluate(tree, Ctx({"a": False, "b": True, "c": True}))
+    assert cond.evaluate(parse("(a or b) and c"), Ctx({"a": True, "c": True}))
+    assert not cond.evaluate(parse("(a or b) and c"), Ctx({"a": True}))
+
+
+def test_n_of():
+    tree = parse("2 of (a, b, c)")
+    assert tree[0] == "nof" and tree[1] == 2
+    assert cond.evaluate(tree, Ctx({"a": True, "c": True}))
+    assert not cond.evaluate(tree, Ctx({"b": True}))
+    assert cond.evaluate(
+        parse("1 of (a, stalls.count >= 3)"), Ctx(outputs={("stalls", "count"): 3.0})
+    )
+
+
+def test_arithmetic_precedence_and_any_row_semantics():
+    tree = parse("oom.unalloc > 0.2 * oom.req + 1")
+    assert tree == [
+        "cmp",
+        ">",
+        ["attr", "oom", "unalloc"],
+        ["bin", "+", ["bin", "*", ["num", 0.2], ["attr", "oom", "req"]], ["num", 1.0]],
+    ]
+    columns = {("oom", "unalloc"): [10.0, 500.0], ("oom", "req"): [1000.0, 1000.0]}
+    assert cond.evaluate(tree, Ctx(columns=columns))  # the second match satisfies it
+    columns = {("oom", "unalloc"): [10.0, 150.0], ("oom", "req"): [1000.0, 1000.0]}
+    assert not cond.evaluate(tree, Ctx(columns=columns))
+    assert cond.evaluate(parse("-oom.req < -(2 - 1)"), Ctx(columns={("oom", "req"): [5.0]}))
+    assert cond.evaluate(parse("oom.req / 2 == 2.5"), Ctx(columns={("oom", "req"): [5.0]}))
+
+
+def test_missing_values_and_division_by_zero_do_not_match():
+    tree = parse("oom.unalloc / oom.req > 0.5")
+    assert not cond.evaluate(
+        tree, Ctx(columns={("oom", "unalloc"): [math.nan], ("oom", "req"): [1.0]})
+    )
+    assert not cond.evaluate(tree, Ctx(columns={("oom", "unalloc"): [5.0], ("oom", "req"): [0.0]}))
+    assert not cond.evaluate(tree, Ctx(columns={("oom", "unalloc"): [], ("oom", "req"): []}))
+
+
+def test_units_in_literals():
+    assert parse("oom.req >= 1GiB")[3] == ["num", float(1 << 30)]
+    assert parse("oom.req > 2.5MB")[3] == ["num", 2.5e6]
+    assert parse("stalls.ratio > 300ms")[3] == ["num", 300.0]
+    assert parse("stalls.ratio > 2s")[3] == ["num", 2000.0]
+
+
+def test_count_and_detector_outputs():
+    tree = parse("count(step) > 50 and stalls.count >= 3")
+    ctx = Ctx(counts={"step": 51}, outputs={("stalls", "count"): 3.0})
+    assert cond.evaluate(tree, ctx)
+    ctx = Ctx(counts={"step": 50}, outputs={("stalls", "count"): 3.0})
+    assert not cond.evaluate(tree, ctx)
+
+
+def test_string_comparison():
+    tree = parse('oom.name == "OutOfMemoryError"')
+    assert tree[0] == "streq"
+    assert cond.evaluate(tree, Ctx(strings={("oom", "name"): ["RuntimeError", "OutOfMemoryError"]}))
+    assert not cond.evaluate(tree, Ctx(strings={("oom", "name"): ["RuntimeError"]}))
+    assert cond.evaluate(parse("oom.name != 'x'"), Ctx(strings={("oom", "name"): ["y"]}))
+
+
+def test_referenced_fields_and_names_walk_every_branch():
+    tree = parse("(oom and oom.unalloc > 1) or (step and step.ms > 2) or 2 of (a, b, count(c) > 1)")
+    assert cond.referenced_fields(tree) == {("oom", "unalloc"), ("step", "ms")}
+    assert cond.referenced_names(tree) == {"oom", "step", "a", "b", "c"}
+
+
+@pytest.mark.parametrize(
+    ("text", "offset", "message"),
+    [
+        ("stalz", 0, "unknown name 'stalz'"),
+        ("a and stalz", 6, "unknown name 'stalz'"),
+        ("oom.nope > 1", 4, "'oom' has no 'nope'"),
+        ("a and", 5, "condition ends too early"),
+        ("a b", 2, "unexpected 'b' after a complete condition"),
+        ("(a or b", 7, "expected ')'"),
+        ("a = b", 2, "use '==' to compare"),
+        ("a && b", 2, "write 'and'"),
+        ("oom.req > 1 > 0", 12, "comparisons cannot be chained"),
+        ("oom.req + a > 1", 10, "needs numbers, not a condition"),
+        ("oom.req > step.ms", 10, "one comparison may use captures of one matcher only"),
+        ("oom.req", 0, "found a number"),
+        ("3 of (a, b)", 0, "'3 of' needs at least 3 conditions"),
+        ("1.5 of (a, b)", 0, "whole number"),
+        ("oom.req > 5parsecs", 11, "unknown unit 'parsecs'"),
+        ("step_ms", 0, "'step_ms' is a series"),
+        ("'abc", 0, "unterminated string"),
+        ("", 0, "empty condition"),
+        ("oom.name < 'x'", 9, "strings can only be compared with == or !="),
+        ("count(zzz) > 1", 6, "unknown name 'zzz'"),
+    ],
+)
+def test_errors_have_offsets(text, offset, message):
+    with pytest.raises(cond.ConditionError) as caught:
+        parse(text)
+    assert message in caught.value.message
+    assert caught.value.offset == offset
+
+
+def test_pathological_conditions_are_refused_not_crashing():
+    with pytest.raises(cond.ConditionError, match="nests deeper"):
+        parse("(" * 500 + "a" + ")" * 500)
+    with pytest.raises(cond.ConditionError, match="longer than"):
+        parse("a or " * 2000 + "a")
+    with pytest.raises(cond.ConditionError, match="nests deeper"):
+        parse("not " * 500 + "a")

@@ -1,0 +1,151 @@
+"""RE2 patterns: rejection of what RE2 cannot run, and the prefilter's soundness (it never drops a
+line that a pattern matches)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import re2
+
+from trainwreck.rules import regexes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        (r"(a+)\1", "backreferences"),
+        (r"(?P<x>a)(?P=x)", "backreferences"),
+        (r"foo(?!bar)", "lookaround"),
+        (r"(?<=a)b", "lookaround"),
+        (r"(?<!a)b", "lookaround"),
+        (r"(?>ab)", "atomic"),
+        (r"a++", "possessive"),
+        (r"end\Z", "\\z"),
+        (r"(a", "RE2 cannot compile"),
+        (r"a{2,100000}", "RE2 cannot compile"),
+    ],
+)
+def test_unsupported_patterns_are_rejected(pattern, message):
+    error = regexes.compile_error(pattern)
+    assert error is not None and message in error[1]
+
+
+@pytest.mark.parametrize("pattern", [r"(x+x+)+y", r"(a|aa)+$", r"(\w+\s?)+$", r"^(a+)+b"])
+def test_catastrophic_backtracking_shapes_compile_and_run_linearly(pattern):
+    # Exponential in a backtracking engine; RE2 runs them in linear time.
+    assert regexes.compile_error(pattern) is None
+    text = "x" * 50_000 + "!"
+    assert regexes.compile(pattern).search(text) is None or True
+
+
+def test_required_literals():
+    literals, _ignore_case = regexes.required_literals(
+        r"iteration\s+\d+ \|.*elapsed time per iteration \(ms\): "
+    )
+    assert literals == [" |"] or "elapsed time per iteration (ms): " in literals
+    options, _ = regexes.literal_options(r"(?i)loss\s*[:=]\s*(nan|inf)")
+    assert ["loss"] in options and ["inf", "nan"] in options
+    assert regexes.literal_options(r"[[:digit:]]+ms")[0] == []  # RE2-only syntax: not analysed
+    assert regexes.literal_options(r"\d+")[0] == []
+
+
+def test_prefilter_prefers_rare_literals_and_chains_them():
+    pattern = r"(?i)loss\s*[:=]\s*(?P<v>nan|inf)"
+    sample = b"NCCL INFO x\n" * 100 + b"loss = 2.3\n" * 10
+    prefilter = regexes.prefilter_pattern(pattern, sample)
+    assert prefilter.startswith("(?i:") and ".*?" in prefilter
+
+
+def _all_patterns() -> list[str]:
+    patterns = [
+        r"^Traceback \(most recent call last\):",
+        r"(?:CUDA|HIP) out of memory\. Tried to allocate (?P<req>[\d.]+) (?P<u>[KMG]iB)",
+        r"(?i)\b(?:step|iter)[\s:=#]+(?P<step>\d+)\b.*?\bstep[ _]time\b[\s:=]+(?P<ms>\d+)",
+        r"a(bc|bd)e",
+        r"foo(bar)?baz",
+        r"x(yz)+w",
+        r"^$",
+        r"[^a]bc",
+        r"(?i)NaN|inf",
+    ]
+    bundle = ROOT / "rules"
+    if bundle.is_dir():
+        import yaml
+
+        for path in sorted(bundle.glob("*.yaml")):
+            try:
+                data = yaml.safe_load(path.read_text())
+            except Exception:
+                continue
+            for spec in (data or {}).get("matchers", {}).values():
+                if not isinstance(spec, dict):
+                    continue
+                if isinstance(spec.get("regex"), str):
+                    patterns.append(spec["regex"])
+                block = spec.get("block") or {}
+                patterns.extend(
+                    p for p in (block.get("start"), block.get("end")) if isinstance(p, str)
+                )
+    return [p for p in patterns if regexes.compile_error(p) is None]
+
+
+def _mutations(pattern: str, rng: random.Random) -> list[str]:
+    """Lines that a pattern may match: strings generated from its literals plus noise."""
+    options, _ = regexes.literal_options(pattern)
+    words = [x for option in options for x in option] or ["x"]
+    lines = []
+    for _ in range(30):
+        parts = rng.sample(words, k=min(len(words), rng.randint(1, 3)))
+        noise = rng.choice(["", " 12 ", " = ", ": 3.5 ms ", "[rank0]: ", "NaN", "\t", " step 5 "])
+        lines.append(noise.join(parts) + rng.choice(["", " 42", " ms"]))
+    return lines
+
+
+def test_prefilter_never_drops_a_matching_line():
+    """Soundness: for every pattern (the rules' and hand-picked ones), any line the pattern matches
+    is also found by its prefilter, whatever sample picked the literals."""
+    rng = random.Random(7)
+    sample = b"NCCL INFO step loss time iteration\n" * 50
+    lines_tested = 0
+    for pattern in _all_patterns():
+        compiled = re2.compile(pattern)
+        prefilter = re2.compile("(?m)" + regexes.prefilter_pattern(pattern, sample))
+        plain = re2.compile("(?m)" + regexes.prefilter_pattern(pattern))
+        for line in [*_mutations(pattern, rng), json.dumps({"event": "gc"})]:
+            if compiled.search(line):
+                lines_tested += 1
+                assert prefilter.search(line), (pattern, line)
+                assert plain.search(line), (pattern, line)
+    assert lines_tested > 10
+
+
+def test_prefilter_finds_every_matching_line_of_the_regression_logs():
+    """Soundness on real-shaped lines: every line of tests/logs that a rule pattern matches (after
+    the rank prefix is removed) is a prefilter candidate."""
+    import gzip
+
+    from trainwreck.rules import engine
+
+    logs = ROOT / "tests" / "logs"
+    patterns = _all_patterns()
+    files = [p for p in sorted(logs.rglob("*")) if p.is_file()]
+    checked = 0
+    matcher = re2.Set.SearchSet(regexes.options())
+    for pattern in patterns:
+        matcher.Add(pattern)
+    matcher.Compile()
+    prefilters = [re2.compile("(?m)" + regexes.prefilter_pattern(p)) for p in patterns]
+    for path in files:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        for line in raw.splitlines():
+            prefix = engine._PREFIX.match(line)
+            body = line[prefix.end() :] if prefix else line
+            for index in matcher.Match(body) or []:
+                checked += 1
+                assert prefilters[index].search(line), (patterns[index], path.name, line[:200])
+    assert checked > 50
