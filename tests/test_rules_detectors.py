@@ -221,3 +221,24 @@ def test_detectors_survive_empty_and_degenerate_series():
             result = function(series, settings(kind, **extra))
             assert isinstance(result.fired, bool)
     assert not det.periodic_stalls(constant, settings("periodic_stalls")).fired
+
+
+def test_correlation_detects_a_workload_that_explains_step_time():
+    tokens = RNG.choice([128, 256, 512, 2048], size=300).astype(float)
+    step_ms = 20 + tokens * 0.09 * (1 + RNG.normal(0, 0.02, 300))
+    series = {0: points(step_ms), 1: points(step_ms * 1.01)}
+    work = {0: points(tokens), 1: points(tokens)}
+    result = det.correlation(series, work, settings("correlation", **{"with": "w"}))
+    assert result.fired and result.outputs["r"] > 0.9
+    # A constant workload (every step the same size) explains nothing.
+    flat = {0: points(np.full(300, 512.0)), 1: points(np.full(300, 512.0))}
+    assert not det.correlation(series, flat, settings("correlation", **{"with": "w"})).fired
+    # Unrelated noise does not correlate.
+    noise = {0: points(RNG.normal(0, 1, 300)), 1: points(RNG.normal(0, 1, 300))}
+    assert not det.correlation(series, noise, settings("correlation", **{"with": "w"})).fired
+    # Points pair by index: disjoint steps give nothing to compare.
+    shifted = {0: points(tokens, index=np.arange(1000, 1300))}
+    assert (
+        det.correlation(series, shifted, settings("correlation", **{"with": "w"})).outputs["count"]
+        == 0
+    )

@@ -420,3 +420,50 @@ def _rank_sort(rank: RankKey) -> tuple[int, Any]:
 
 
 rank_sort_key = _rank_sort
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(values.shape[0], dtype=float)
+    ranks[order] = np.arange(values.shape[0], dtype=float)
+    return ranks
+
+
+def correlation(
+    series: Mapping[RankKey, Points], other: Mapping[RankKey, Points], settings: Mapping[str, Any]
+) -> DetectorResult:
+    """Spearman rank correlation between two series, point by point on the same rank and index
+    (e.g. step time against tokens per step: a workload that explains the step time). The median
+    over ranks must reach min_r. Outputs: r, count (points paired)."""
+    coefficients: list[float] = []
+    paired = 0
+    ranks: list[RankKey] = []
+    for rank, raw in series.items():
+        if rank not in other:
+            continue
+        a, b = _finite(raw), _finite(other[rank])
+        if not len(a) or not len(b):
+            continue
+        common, ia, ib = np.intersect1d(a.index, b.index, return_indices=True)
+        if common.size < int(settings["min_points"]):
+            continue
+        x, y = a.value[ia], b.value[ib]
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            continue  # a constant workload explains nothing
+        rx, ry = _ranks(x), _ranks(y)
+        r = float(np.corrcoef(rx, ry)[0, 1])
+        if math.isfinite(r):
+            coefficients.append(r)
+            paired += int(common.size)
+            ranks.append(rank)
+    outputs = {
+        "r": float(np.median(coefficients)) if coefficients else math.nan,
+        "count": float(paired),
+    }
+    fired = bool(coefficients) and outputs["r"] >= float(settings["min_r"])
+    note = (
+        f"'{settings['series']}' follows '{settings['with']}' (Spearman r {outputs['r']:.2f} over {paired} points)"
+        if coefficients
+        else ""
+    )
+    return DetectorResult(fired, outputs, ranks, note=note)

@@ -807,7 +807,11 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
         else:
             buffers = run.series.get(spec["series"], {})
             series = {rank: buffer.points() for rank, buffer in buffers.items()}
-            result = getattr(det, kind)(series, spec)
+            if kind == "correlation":
+                other = {rank: b.points() for rank, b in run.series.get(spec["with"], {}).items()}
+                result = det.correlation(series, other, spec)
+            else:
+                result = getattr(det, kind)(series, spec)
             if any(b.truncated for b in buffers.values()):
                 notes.append(
                     f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"

@@ -43,6 +43,7 @@ DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
     "rank_outlier": {"min_mad": 5.0, "min_ratio": 1.1, "below": False},
     "threshold": {"min_count": 1},
     "cooccur": {"by": "time", "same_rank": False, "min_count": 1, "min_fraction": 0.0},
+    "correlation": {"min_r": 0.5, "min_points": 10},
 }
 DETECTOR_OUTPUTS: dict[str, tuple[str, ...]] = {
     "periodic_stalls": (
@@ -60,6 +61,7 @@ DETECTOR_OUTPUTS: dict[str, tuple[str, ...]] = {
     "rank_outlier": ("count", "rank", "ratio"),
     "threshold": ("count", "max", "min", "rank"),
     "cooccur": ("count", "fraction"),
+    "correlation": ("r", "count"),
 }
 # Detectors whose results are point events usable as a cooccur part.
 EVENT_DETECTORS = ("periodic_stalls", "threshold")
@@ -322,8 +324,9 @@ def validate_rule(
         base = ("detectors", name, kind)
         settings = {**DETECTOR_DEFAULTS[kind], **(params or {})}
         settings["kind"] = kind
-        if "series" in settings and settings["series"] not in series_in:
-            problems.append(problem((*base, "series"), f"unknown series '{settings['series']}'"))
+        for role in ("series", "with"):
+            if role in settings and settings[role] not in series_in:
+                problems.append(problem((*base, role), f"unknown series '{settings[role]}'"))
         if kind == "cooccur":
             for role in ("a", "b"):
                 part = settings[role]
