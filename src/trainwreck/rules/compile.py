@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,11 +60,8 @@ def run_rule_tests(
                 problems.append(where(kind, index, f"rule did not fire on '{item}' (it must)"))
             if kind == "clean" and fired:
                 evidence = report.findings[0]["evidence"][:1]
-                at = (
-                    f" (first evidence {evidence[0]['file']}:{evidence[0]['line']})"
-                    if evidence
-                    else ""
-                )
+                shown = os.path.relpath(evidence[0]["file"], root) if evidence else ""
+                at = f" (first evidence {shown}:{evidence[0]['line']})" if evidence else ""
                 problems.append(where(kind, index, f"rule fired on clean log '{item}'{at}"))
     return problems
 

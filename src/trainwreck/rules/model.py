@@ -233,13 +233,15 @@ def validate_rule(
                 )
             owner.setdefault(name, section)
 
-    def check_pattern(where: tuple[Any, ...], pattern: str) -> set[str]:
+    def check_pattern(where: tuple[Any, ...], pattern: str) -> set[str] | None:
+        """The pattern's capture names, or None (after reporting) when RE2 cannot run it, so
+        that no follow-on 'no such capture' errors pile up."""
         error = regexes.compile_error(pattern)
         if error:
             offset, message = error
             line, column = scalar_position(document, source_text, where, offset)
             problems.append(Problem(document.file, line, column, _fmt(where), message))
-            return set()
+            return None
         return set(regexes.group_names(pattern))
 
     matchers: dict[str, dict[str, Any]] = {}
@@ -263,10 +265,11 @@ def validate_rule(
                 "max_lines": int(block.get("max_lines", 200)),
                 "capture": list(block.get("capture") or []),
             }
-            groups = check_pattern((*base, "block", "start"), block["start"])
-            groups |= check_pattern((*base, "block", "end"), block["end"])
+            found = [check_pattern((*base, "block", "start"), block["start"])]
+            found.append(check_pattern((*base, "block", "end"), block["end"]))
             for index, pattern in enumerate(out["capture"]):
-                groups |= check_pattern((*base, "block", "capture", index), pattern)
+                found.append(check_pattern((*base, "block", "capture", index), pattern))
+            groups = None if any(g is None for g in found) else set().union(*found)  # type: ignore[arg-type]
         values: dict[str, Any] = {}
         for capture, unit in (spec.get("values") or {}).items():
             where = (*base, "values", capture)
