@@ -1,13 +1,19 @@
 """Overhead of trainwreck.probe on a CPU training-like loop (a benchmark, not a test).
 
-Runs blocks of ~10 ms steps with and without the probe, alternating in the same process
-(ABBA order so slow drift of the machine cancels), and prints the median step-time overhead.
-Each step does a numpy matmul plus a burst of small Python allocations, so the interpreter's
-generation-0 collections fire as they do in a real loop and the probe's GC hook is exercised.
-"Without" means no probe at all (no GC hook, no writer thread); "with" means
-`with probe.step():` around the step and `probe.log(loss=...)` after it, every step.
+Runs blocks of ~10 ms steps (10 ms of CPU time, calibrated) with and without the probe,
+alternating in the same process (ABBA order so slow drift of the machine cancels), and prints the
+median step-time overhead. Each step does a numpy matmul plus a burst of small Python
+allocations, some in reference cycles, so the interpreter's generation-0 collections fire as they
+do in a real loop and the probe's GC hook is exercised. "Without" means no probe at all (no GC
+hook, no writer thread); "with" means `with probe.step():` around the step and
+`probe.log(loss=...)` after it, every step.
 
-    python benchmarks/bench_probe.py [--blocks 24] [--steps 50] [--step-ms 10]
+It also prints what the probe costs by construction: the CPU time of its calls (step, log, GC
+hook, and the writer's encoding of each event) against the loop's CPU time per step. On a busy
+machine the timed comparison is noise; `--aa` runs both conditions without the probe and shows
+how much.
+
+    python benchmarks/bench_probe.py [--blocks 160] [--steps 10] [--step-ms 10] [--aa] [--json F]
 
 Target (issue 5): median overhead below 0.5 %.
 """
@@ -57,9 +63,11 @@ def make_work(step_ms: float):
     work(50)  # warm caches first, then calibrate on a median of short runs
     samples = []
     for _ in range(9):
-        start = time.perf_counter()
+        # CPU time, not wall time: on a busy machine wall time would make "10 ms" mean far less
+        # work, and every relative overhead larger than on a machine of one's own.
+        start = time.thread_time_ns()
         work(10)
-        samples.append((time.perf_counter() - start) / 10)
+        samples.append((time.thread_time_ns() - start) / 10 / 1e9)
     repeats = max(1, round(step_ms / 1000 / statistics.median(samples)))
     return work, repeats
 
@@ -88,31 +96,44 @@ def run_block(
 
 
 def micro(folder: Path, calls: int = 200_000) -> dict[str, float]:
-    """Cost of one probe call with an empty body, in microseconds."""
-    probe = Probe(folder / "micro", record_gc=False, max_buffer=calls * 3)
-    start = time.perf_counter_ns()
+    """CPU cost of one probe call with an empty body, in microseconds (this thread's CPU time,
+    so other processes on the machine do not inflate it)."""
+    clock = time.thread_time_ns
+    # No background flush during the loops (long interval, buffer never half full): the writer's
+    # work is then timed separately by the explicit flush below.
+    probe = Probe(folder / "micro", record_gc=False, max_buffer=calls * 5, flush_interval=3600)
+    start = clock()
     for _ in range(calls):
         with probe.step():
             pass
-    step_us = (time.perf_counter_ns() - start) / calls / 1e3
-    start = time.perf_counter_ns()
+    step_us = (clock() - start) / calls / 1e3
+    start = clock()
     for index in range(calls):
         probe.log(loss=0.5, step=index)
-    log_us = (time.perf_counter_ns() - start) / calls / 1e3
+    log_us = (clock() - start) / calls / 1e3
+    # The writer's share: encoding and writing those 2 * calls events, done here in this thread.
+    start = clock()
+    probe.flush()
+    write_us = (clock() - start) / (2 * calls) / 1e3
     probe.close()
 
     # GC hook: the same number of gen-0 collections with and without the hook installed.
     def collections() -> float:
-        start = time.perf_counter_ns()
+        start = clock()
         for _ in range(20_000):
             gc.collect(0)
-        return (time.perf_counter_ns() - start) / 20_000 / 1e3
+        return (clock() - start) / 20_000 / 1e3
 
     without = collections()
     probe = Probe(folder / "micro-gc")
     with_hook = collections()
     probe.close()
-    return {"step_us": step_us, "log_us": log_us, "gc_hook_us": with_hook - without}
+    return {
+        "step_us": step_us,
+        "log_us": log_us,
+        "write_us": write_us,
+        "gc_hook_us": with_hook - without,
+    }
 
 
 def bootstrap(off: list[float], on: list[float], rounds: int = 400) -> tuple[float, float]:
@@ -132,6 +153,11 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10, help="steps per block")
     parser.add_argument("--step-ms", type=float, default=10.0, help="target step time")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="A/A run: no probe in either condition; what it prints is the machine's noise floor",
+    )
     args = parser.parse_args()
 
     work, repeats = make_work(args.step_ms)
@@ -150,11 +176,12 @@ def main() -> int:
         with_probe = pattern[index % 4]
         before = gc.get_stats()[0]["collections"]
         # Opening the file and starting the writer happen once per run, not per step: untimed.
-        probe = Probe(folder / f"block{index}") if with_probe else None
+        probe = Probe(folder / f"block{index}") if with_probe and not args.aa else None
         cpu_start = time.process_time_ns()
         wall, cpu = run_block(work, repeats, args.steps, probe)
         if probe is not None:
             probe.close()  # its final write is the probe's work too: count its CPU time
+        if with_probe:
             on.extend(wall)
             on_cpu.extend(cpu)
         else:
@@ -175,21 +202,29 @@ def main() -> int:
     thread_overhead = (statistics.median(on_cpu) / statistics.median(off_cpu) - 1) * 100
     costs = micro(folder)
     collections_per_step = gen0 / len(off)
+    events = sum(1 for path in folder.glob("block*/*.jsonl") for _ in path.open())
     # What the probe adds per step by construction: one step(), one log(), the GC hook per
-    # collection. Immune to machine noise, unlike the timed comparison.
+    # collection, the writer's encoding of each event, against the loop's own CPU per step. Immune to machine noise, unlike the
+    # timed comparison.
+    events_per_step = events / len(on)
     estimate = (
-        (costs["step_us"] + costs["log_us"] + costs["gc_hook_us"] * collections_per_step)
+        (
+            costs["step_us"]
+            + costs["log_us"]
+            + costs["gc_hook_us"] * collections_per_step
+            + costs["write_us"] * events_per_step
+        )
         / 1e3
-        / median_off
+        / statistics.median(off_cpu)
         * 100
     )
-    events = sum(1 for path in folder.glob("block*/*.jsonl") for _ in path.open())
     results = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
         "steps_each": len(off),
         "median_step_ms_without": round(median_off, 4),
         "median_step_ms_with": round(median_on, 4),
+        "median_step_cpu_ms_without": round(statistics.median(off_cpu), 4),
         "overhead_percent": round(overhead, 3),
         "overhead_percent_abba_groups": round(pairs, 3),
         "thread_cpu_median_overhead_percent": round(thread_overhead, 3),
@@ -199,11 +234,14 @@ def main() -> int:
         "events_written": events,
         "step_call_us": round(costs["step_us"], 3),
         "log_call_us": round(costs["log_us"], 3),
+        "write_us_per_event": round(costs["write_us"], 3),
+        "events_per_step": round(events_per_step, 2),
         "gc_hook_us_per_collection": round(costs["gc_hook_us"], 3),
     }
     print(f"steps per condition        {len(off)} (blocks of {args.steps}, ABBA order)")
     print(f"median step without probe  {median_off:.4f} ms")
     print(f"median step with probe     {median_on:.4f} ms")
+    print(f"median step CPU, without   {statistics.median(off_cpu):.4f} ms (loop thread)")
     print(f"median of ABBA groups      {pairs:+.3f} %")
     low_cpu, high_cpu = bootstrap(off_cpu, on_cpu)
     results["thread_cpu_median_overhead_95ci"] = [round(low_cpu, 3), round(high_cpu, 3)]
@@ -212,13 +250,17 @@ def main() -> int:
         f"(95% CI {low_cpu:+.2f} .. {high_cpu:+.2f} %)"
     )
     print(f"process CPU, total         {process_overhead:+.3f} % (all threads, the writer's too)")
-    print(f"with probe.step() (empty)  {costs['step_us']:.3f} us per step")
-    print(f"probe.log(loss=...)        {costs['log_us']:.3f} us per call")
+    print(f"with probe.step() (empty)  {costs['step_us']:.3f} us CPU per step")
+    print(f"probe.log(loss=...)        {costs['log_us']:.3f} us CPU per call")
     print(
-        f"GC hook                    {costs['gc_hook_us']:.3f} us per collection, "
+        f"writer (encode + write)    {costs['write_us']:.3f} us CPU per event, "
+        f"{events_per_step:.2f} events per step"
+    )
+    print(
+        f"GC hook                    {costs['gc_hook_us']:.3f} us CPU per collection, "
         f"{collections_per_step:.1f} gen-0 collections per step"
     )
-    print(f"overhead from call costs   {estimate:.4f} % of a step")
+    print(f"overhead from call costs   {estimate:.4f} % of a step's CPU time")
     low, high = bootstrap(off, on)
     results["overhead_percent_95ci"] = [round(low, 3), round(high, 3)]
     print(
