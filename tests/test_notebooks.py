@@ -72,14 +72,15 @@ def test_gc_straggler_fingerprint_numbers(reproduced_manifest: dict[str, Any]) -
     metrics = json.loads((REPO / record["evidence"]["metrics"]).read_text())
     broken, fixed = metrics["broken"], metrics["fixed_freeze"]
     assert broken["rank0_gen2_median_ms"] >= 150
-    assert all(n >= 2 for n in broken["stalls_per_rank"])
-    assert broken["stalls_aligned_with_gen2"] == broken["stalls_per_rank"] or all(
-        a >= s - max(1, s // 10)
-        for a, s in zip(broken["stalls_aligned_with_gen2"], broken["stalls_per_rank"], strict=True)
-    )
+    aligned = broken["stalls_aligned_with_gen2"]
+    assert all(n >= 3 for n in aligned)
+    for a, s in zip(aligned, broken["stalls_per_rank"], strict=True):
+        assert s - a <= s // 4  # stalls from other processes on a shared machine: a minority
     assert fixed["max_gen2_ms"] < 0.1 * broken["rank0_gen2_median_ms"]
-    assert all(n <= 1 for n in fixed["stalls_per_rank"])
-    assert all(n <= 1 for n in metrics["scheduled"]["stalls_per_rank"])
+    # A stray stall from another process on a shared machine is tolerated, a pattern is not.
+    for after in (fixed["stalls_per_rank"], metrics["scheduled"]["stalls_per_rank"]):
+        for n, before in zip(after, aligned, strict=True):
+            assert n <= max(2, before // 2)
 
 
 @pytest.mark.parametrize("entry_id", CPU)
