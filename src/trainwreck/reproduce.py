@@ -1165,6 +1165,9 @@ def run(args: argparse.Namespace) -> int:
     except ReproduceError as exc:
         print(f"trainwreck: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # build/ not writable, disk full: one line, not a traceback
+        print(f"trainwreck: {exc.filename or 'build/'}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     except ImportError as exc:
         print(
             f"trainwreck: reproduce needs the repro extra ({exc.name} is missing): "
