@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -872,7 +872,7 @@ def write_recording(layout: Layout, record: Record) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _id_lock(layout: Layout, entry_id: str):  # type: ignore[no-untyped-def]
+async def _id_lock(layout: Layout, entry_id: str) -> AsyncIterator[None]:
     """An advisory lock per id, so two runs in one tree do not write one evidence folder at
     the same time (the second then finds the first one's result in the cache)."""
     import fcntl
