@@ -632,7 +632,7 @@ def render_reproduction(
         _fence(
             "pip install -e '.[repro]'\n"
             f"trainwreck reproduce {entry.id}\n"
-            f"jupyter lab {notebook_path}    # or step through it",
+            f"jupyter lab {notebook_path}",
             "bash",
         ),
         "",
