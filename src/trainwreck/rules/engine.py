@@ -324,7 +324,7 @@ class Engine:
         head = handle.read(2)
         handle.seek(0)
         if head == b"\x1f\x8b":
-            return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+            return _GzipStream(handle)  # type: ignore[return-value]
         return handle
 
     def _blocks(self, handle: BinaryIO, display: str, result: ScanResult) -> Iterator[bytes]:
@@ -651,6 +651,46 @@ def unit_factor(unit: Any) -> float | None:
     return factor(str(unit))
 
 
+class _GzipStream:
+    """Streaming gzip reader that hands out everything before damage: a truncated file yields its
+    intact part and then EOFError (gzip.GzipFile would drop the whole last read). Output per read
+    is bounded, so a decompression bomb cannot exhaust memory."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.pending = b""  # compressed input not yet consumed
+        self.buffer = b""
+        self.finished = False
+        self.truncated = False
+
+    def read(self, size: int) -> bytes:
+        while len(self.buffer) < size and not self.finished:
+            if not self.pending:
+                self.pending = self.raw.read(1 << 16)
+                if not self.pending:
+                    self.finished = True
+                    self.truncated = not self.decoder.eof
+                    break
+            out = self.decoder.decompress(self.pending, size)
+            self.pending = self.decoder.unconsumed_tail
+            self.buffer += out
+            if self.decoder.eof:
+                rest = self.decoder.unused_data + self.pending
+                self.pending = b""
+                if rest.strip(b"\x00"):  # another gzip member follows (concatenated .gz)
+                    self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self.pending = rest
+        if not self.buffer and self.truncated:
+            self.truncated = False
+            raise EOFError("compressed file ended before the end-of-stream marker")
+        out, self.buffer = self.buffer[:size], self.buffer[size:]
+        return out
+
+    def close(self) -> None:
+        self.raw.close()
+
+
 class _Line:
     """A candidate line being matched; its text is decoded only when kept as evidence."""
 
@@ -672,12 +712,17 @@ class _Line:
 
 
 def _looks_binary(head: bytes) -> bool:
+    """Binary, not a log: NUL bytes, many control characters, or mostly invalid UTF-8 at the start
+    (a few NULs later in a log, from a crash, do not make it binary)."""
     if not head:
         return False
-    if head.count(b"\x00") > len(head) // 10:
+    if head.count(b"\x00") > len(head) // 200:
         return True
     controls = sum(1 for b in head if b < 9 or 13 < b < 32)
-    return controls > len(head) // 5
+    if controls > len(head) // 10:
+        return True
+    invalid = head.decode("utf-8", "replace").count("\ufffd")
+    return invalid > len(head) // 10
 
 
 def parse_time(text: bytes | str) -> float:
