@@ -481,3 +481,16 @@ def test_missing_executed_copy_is_said(tmp_path: Path) -> None:
     html = _page(root, "entries/demo-straggler/index.html")
     assert "is missing from this build" in html
     assert "figure-1.png" not in html
+
+
+def test_importing_the_site_module_stays_light() -> None:
+    """`trainwreck build --help` and the core install must not pay for mkdocs or jupyter."""
+    import subprocess
+
+    code = (
+        "import sys, trainwreck.site, trainwreck.scaffold\n"
+        "heavy = [m for m in ('mkdocs', 'material', 'nbformat', 'nbclient', 'torch', 'matplotlib')"
+        " if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
