@@ -757,6 +757,13 @@ def render_entry(
     ]
     tags = " ".join(f"[#{t}](../../tags/{t}.md){{ .tw-tag }}" for t in d.get("tags") or [])
     out += [" ".join(chips), "", f"Tags: {tags}" if tags else "", ""]
+    if d.get("status") == "deprecated":
+        out += [
+            '!!! warning "Deprecated"',
+            "",
+            "    Kept for history: this failure no longer applies to current versions.",
+            "",
+        ]
     out += ['!!! abstract "Quick answer"', "", _indent(_para(d.get("summary", ""))), ""]
     out += [f"**Reproduction:** {status.sentence} ([details](#reproduction))", ""]
 
