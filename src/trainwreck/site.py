@@ -1435,7 +1435,7 @@ def build(
     pages = generate_docs(root, docs_out, entries, manifest, rules)
     summary.figures = pages.figures
     say(
-        f"  {pages.entries} entry pages, {pages.indexes} index pages, {pages.figures} figures"
+        f"  {pages.entries} entry pages, {pages.indexes} index and tag pages, {pages.figures} figures"
         f" ({lap()})"
     )
 
