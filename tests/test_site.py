@@ -74,7 +74,7 @@ def test_status_recorded_on_gpu() -> None:
          "Not reproducible: A cable fails."),
         ({"notebook": "n.ipynb", "device": "cpu"},
          dict(RECORD, status="failed", error={"cell": 3, "message": "AssertionError: 3"}),
-         "failed", "at cell 3"),
+         "failed", "stopped at cell 3: AssertionError: 3"),
         ({"notebook": "n.ipynb", "device": "cpu"}, dict(RECORD, status="stale"), "stale",
          "Stale"),
     ],
@@ -374,7 +374,7 @@ def test_failed_run_fails_the_build_and_says_so(tmp_path: Path, capsys) -> None:
     captured = capsys.readouterr()
     assert "1 notebook(s) failed" in captured.err
     html = _page(root, "entries/demo-straggler/index.html")
-    assert "Failed: the last run at cell 2" in html
+    assert "stopped at cell 2: AssertionError: 3" in html
     assert main(["build", "--root", str(root), "--no-reproduce", "--strict"]) == 1
     assert "--strict" in capsys.readouterr().err
 

@@ -289,12 +289,12 @@ def status_for(entry: Entry, record: dict[str, Any] | None, hashes: set[str]) ->
     if status == "failed":
         error = record.get("error") or {}
         cell = error.get("cell")
-        where_failed = f" at cell {cell}" if isinstance(cell, int) and cell >= 0 else ""
+        stopped = f"stopped at cell {cell}" if isinstance(cell, int) and cell >= 0 else "failed"
         message = _first_sentence(str(error.get("message") or "unknown error"), 200)
         return Status(
             "failed",
             "failed",
-            f"Failed: the last run{where_failed} on {when} failed: {message}",
+            f"Failed: the last run, on {when}, {stopped}: {message}",
             "failure",
             False,
             record,
