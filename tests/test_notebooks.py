@@ -26,11 +26,24 @@ def _record(manifest: dict[str, Any], entry_id: str) -> dict[str, Any]:
     return records[entry_id]
 
 
+def _artifact(record: dict[str, Any], path: str) -> Path:
+    """Where to read a passed run's file: its copy in build/cache/<source_hash>/, which nothing
+    overwrites (build/executed and build/evidence are rewritten by any later run in this tree,
+    e.g. a colleague re-running an edited notebook while these tests read)."""
+    cache = REPO / "build" / "cache" / record["source_hash"]
+    if path == record["executed"]:
+        return cache / "executed.ipynb"
+    prefix = record["evidence"]["dir"] + "/"
+    if path.startswith(prefix):
+        return cache / "evidence" / path[len(prefix) :]
+    return REPO / path
+
+
 @pytest.mark.parametrize("entry_id", CPU)
 def test_cpu_notebook_passes(reproduced_manifest: dict[str, Any], entry_id: str) -> None:
     record = _record(reproduced_manifest, entry_id)
     assert record["status"] == "passed", format_failure(record)
-    executed = REPO / record["executed"]
+    executed = _artifact(record, record["executed"])
     assert executed.is_file()
     provenance = json.loads(executed.read_text())["metadata"]["trainwreck"]["provenance"]
     assert provenance["source_hash"] == record["source_hash"]
@@ -45,10 +58,10 @@ def test_cpu_notebook_writes_evidence(reproduced_manifest: dict[str, Any], entry
     assert evidence["logs"]["broken"], f"{entry_id}: no log in {evidence['dir']}/broken/"
     assert evidence["logs"]["fixed"], f"{entry_id}: no log in {evidence['dir']}/fixed/"
     assert evidence["metrics"], f"{entry_id}: no {evidence['dir']}/metrics.json"
-    json.loads((REPO / evidence["metrics"]).read_text())
+    json.loads(_artifact(record, evidence["metrics"]).read_text())
     assert evidence["figures"], f"{entry_id}: no figure (PNG) in {evidence['dir']}"
     for path in [*evidence["logs"]["broken"], *evidence["logs"]["fixed"], *evidence["figures"]]:
-        assert (REPO / path).is_file(), path
+        assert _artifact(record, path).is_file(), path
 
 
 @pytest.mark.parametrize("entry_id", GPU)
@@ -69,7 +82,7 @@ def test_gc_straggler_fingerprint_numbers(reproduced_manifest: dict[str, Any]) -
     record = _record(reproduced_manifest, "python-gc-straggler")
     if record["status"] != "passed":
         pytest.skip("the notebook failed (reported by test_cpu_notebook_passes)")
-    metrics = json.loads((REPO / record["evidence"]["metrics"]).read_text())
+    metrics = json.loads(_artifact(record, record["evidence"]["metrics"]).read_text())
     broken, fixed = metrics["broken"], metrics["fixed_freeze"]
     assert broken["rank0_gen2_median_ms"] >= 150
     aligned = broken["stalls_aligned_with_gen2"]
@@ -96,9 +109,11 @@ def test_rules_diagnose_broken_and_not_fixed(
     logs = record["evidence"]["logs"]
     if not logs["broken"] or not logs["fixed"]:
         pytest.skip("no evidence logs (reported by test_cpu_notebook_writes_evidence)")
-    broken = diagnose([str(REPO / p) for p in logs["broken"]], REPO, use_installed=False)
+    broken = diagnose(
+        [str(_artifact(record, p)) for p in logs["broken"]], REPO, use_installed=False
+    )
     assert entry_id in broken.entries, f"broken/ of {entry_id} diagnosed as {broken.entries}"
-    fixed = diagnose([str(REPO / p) for p in logs["fixed"]], REPO, use_installed=False)
+    fixed = diagnose([str(_artifact(record, p)) for p in logs["fixed"]], REPO, use_installed=False)
     assert fixed.entries == [], f"fixed/ of {entry_id} diagnosed as {fixed.entries}"
 
 
@@ -109,7 +124,9 @@ def test_gc_straggler_plain_logs_alone_are_enough(reproduced_manifest: dict[str,
     if record["status"] != "passed":
         pytest.skip("the notebook failed (reported by test_cpu_notebook_passes)")
     for run, expected in (("broken", ["python-gc-straggler"]), ("fixed", [])):
-        logs = [str(REPO / p) for p in record["evidence"]["logs"][run] if p.endswith(".log")]
+        logs = [
+            str(_artifact(record, p)) for p in record["evidence"]["logs"][run] if p.endswith(".log")
+        ]
         assert len(logs) == 2, logs
         report = diagnose(logs, REPO, use_installed=False)
         assert report.entries == expected, (run, report.entries)

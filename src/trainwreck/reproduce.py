@@ -800,6 +800,7 @@ def _atomic_write(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; build outputs are read by other users/tools
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -816,6 +817,7 @@ def _store_cache(layout: Layout, record: Record) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
     try:
+        tmp.chmod(0o755)  # mkdtemp makes 0700
         shutil.copy2(layout.root / record["executed"], tmp / "executed.ipynb")
         shutil.copytree(layout.evidence(record["id"]), tmp / "evidence")
         (tmp / "record.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
