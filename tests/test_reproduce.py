@@ -157,6 +157,11 @@ def test_cache_serves_unchanged_notebook(tmp_path: Path) -> None:
     nb.cells[0].source = "# slow, now documented"
     nbformat.write(nb, path)
     assert by_id(rp.reproduce(tmp_path))["slow"]["cached"] is True
+    # ... and the executed copy served from the cache shows the current prose with its outputs.
+    served = nbformat.read(tmp_path / "build/executed/slow.ipynb", as_version=4)
+    assert served.cells[0].source == "# slow, now documented"
+    assert served.cells[2].metadata["tags"] == ["injected-parameters"]
+    assert [c.cell_type for c in served.cells] == ["markdown", "code", "code", "code", "code"]
 
 
 def _dead(pid: int) -> bool:

@@ -840,7 +840,14 @@ def _restore_cache(layout: Layout, target: Target, digest: str) -> Record | None
         return None
     executed = layout.executed(target.id)
     executed.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(directory / "executed.ipynb", executed)
+    try:
+        text = _with_current_prose(
+            (directory / "executed.ipynb").read_text(encoding="utf-8"),
+            layout.root / target.notebook,
+        )
+    except (OSError, ValueError):
+        return None
+    _atomic_write(executed, text)
     evidence = layout.evidence(target.id)
     shutil.rmtree(evidence, ignore_errors=True)
     shutil.copytree(directory / "evidence", evidence)
@@ -871,6 +878,32 @@ def write_recording(layout: Layout, record: Record) -> str:
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, destination)
     return layout.rel(target)
+
+
+def _with_current_prose(executed_text: str, notebook: Path) -> str:
+    """The cached executed notebook with the current notebook's markdown and raw cells.
+
+    Prose is not part of the source hash (editing it must not re-run a notebook), so a cached
+    copy may carry older text; its code cells and outputs are current by construction (same
+    hash, same code cells in the same order), so they are kept and the prose is taken from the
+    notebook as it is now."""
+    executed = json.loads(executed_text)
+    current = _read_notebook_json(notebook)
+    ran = [c for c in executed.get("cells", []) if c.get("cell_type") == "code"]
+    cells: list[dict[str, Any]] = []
+    for cell in current["cells"]:
+        if cell.get("cell_type") != "code":
+            cells.append(cell)
+            continue
+        while ran and "injected-parameters" in (ran[0].get("metadata") or {}).get("tags", []):
+            cells.append(ran.pop(0))
+        if not ran:
+            raise ValueError("cached notebook does not match the current one")
+        cells.append(ran.pop(0))
+    if ran:
+        raise ValueError("cached notebook does not match the current one")
+    executed["cells"] = cells
+    return json.dumps(executed, indent=1, ensure_ascii=False) + "\n"
 
 
 @contextlib.asynccontextmanager
