@@ -494,3 +494,12 @@ def test_importing_the_site_module_stays_light() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_build_without_rules(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", with_rule=False)
+    summary = site.build(root, reproduce=False)
+    assert summary.rules == 0
+    assert "No detection rule covers this failure yet." in _page(
+        root, "entries/demo-straggler/index.html"
+    )

@@ -1321,6 +1321,8 @@ def _stage_check(root: Path) -> tuple[list[Entry], list[Problem]]:
 def _stage_compile(root: Path) -> int:
     """`trainwreck compile` as the command runs it (validate, run every rule's regression logs,
     write build/rules/bundle.json and the rule wheel into dist/); returns the rule count."""
+    if not any((root / "rules").glob("*.yaml")):
+        return 0  # nothing to compile yet (a new knowledge base); the pages say "no rule yet"
     try:
         from trainwreck.rules import compile as rules_compile
     except ImportError as exc:
