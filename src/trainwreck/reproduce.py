@@ -944,7 +944,16 @@ def _recorded_gpu(target: Target, layout: Layout, notebook: dict[str, Any]) -> R
     record = _base_record(target, layout, "recorded-gpu", provenance["source_hash"])
     executed = layout.executed(target.id)
     executed.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(recording_path(layout.root, target.id), executed)
+    recording = recording_path(layout.root, target.id)
+    try:  # same code as the current notebook (same hash): show the current prose
+        _atomic_write(
+            executed,
+            _with_current_prose(
+                recording.read_text(encoding="utf-8"), layout.root / target.notebook
+            ),
+        )
+    except (OSError, ValueError):
+        shutil.copy2(recording, executed)
     record["executed"] = layout.rel(executed)
     record["host"] = {
         "cpu": provenance.get("host"),
