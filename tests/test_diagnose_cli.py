@@ -417,3 +417,25 @@ def test_json_output_is_stable_and_strict():
     ).stdout.decode()
     assert "NaN" not in text and "Infinity" not in text
     json.loads(text)
+
+
+def test_a_malformed_rule_in_a_bundle_is_skipped_not_fatal(tmp_path):
+    import shutil
+
+    from trainwreck.rules.bundle import compile_folder
+
+    bundle, _ = compile_folder(ROOT, cache=False)
+    data = dict(bundle.data)
+    rules = [dict(r) for r in data["rules"]]
+    rules.append({"id": "broken-pack-rule", "entry": "x", "matchers": {"m": {"kind": "regex"}}})
+    data["rules"] = rules
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(data))
+    done = cli(
+        "diagnose", str(FRAG / "oom-legacy-deepspeed.log"), "--rules", str(path), "--format", "json"
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert b"broken-pack-rule" in done.stderr
+    assert json.loads(done.stdout)["findings"][0]["entry"] == "cuda-allocator-fragmentation"
+    shutil.rmtree(tmp_path, ignore_errors=True)

@@ -300,9 +300,20 @@ def diagnose(
         raise UsageError("no such file or folder: " + ", ".join(missing))
     if not inputs:
         raise UsageError("no log files to read")
+    warnings = list(rule_set.warnings)
+    selected = _usable(selected, warnings)
+    if not selected:
+        raise UsageError("no usable rules (see the warnings)")
     engine = eng.Engine(selected)
     scan = engine.scan(inputs)
-    outcomes = [eng.evaluate(run, scan) for run in scan.runs]
+    outcomes = []
+    for run in scan.runs:
+        try:
+            outcomes.append(eng.evaluate(run, scan))
+        except Exception as exc:  # a malformed rule from a third-party pack must not stop the rest
+            warnings.append(
+                f"rule '{run.rule.get('id')}' failed while evaluating and was skipped: {exc!r}"
+            )
     fired = [o for o in outcomes if o.fired]
     eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
     findings = build_findings(fired, scan, rule_set.entries)
@@ -316,7 +327,26 @@ def diagnose(
         "rules": len(selected),
         "rule_sources": rule_set.sources,
     }
-    return Report(findings, skipped, list(rule_set.warnings), stats)
+    return Report(findings, skipped, warnings, stats)
+
+
+def _usable(rules: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
+    """Rules the engine can load; a malformed rule in a bundle (a hand-edited or foreign pack) is
+    skipped with a warning instead of failing the whole diagnosis."""
+    try:
+        eng.Engine(rules)
+        return rules
+    except Exception:
+        pass
+    usable = []
+    for rule in rules:
+        try:
+            eng.Engine([rule])
+            usable.append(rule)
+        except Exception as exc:
+            name = rule.get("id", "?") if isinstance(rule, dict) else "?"
+            warnings.append(f"rule '{name}' in the bundle is malformed and was skipped: {exc!r}")
+    return usable
 
 
 def _dedupe(skipped: list[eng.Skipped]) -> list[eng.Skipped]:
