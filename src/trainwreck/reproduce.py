@@ -930,11 +930,13 @@ async def _id_lock(layout: Layout, entry_id: str) -> AsyncIterator[None]:
 # --- orchestration -------------------------------------------------------------------------------
 
 
-def _recorded_gpu(target: Target, layout: Layout, notebook: dict[str, Any]) -> Record:
+def _recorded_gpu(
+    target: Target, layout: Layout, notebook: dict[str, Any], scale: str = "ci"
+) -> Record:
     state, provenance, reason = recording_state(
         layout.root, target.id, notebook, target.reproduction
     )
-    digest = source_hash(notebook, target.reproduction)
+    digest = source_hash(notebook, target.reproduction, scale=scale)
     if state == "none":
         return _base_record(target, layout, "skipped-needs-gpu", digest)
     if state != "current":
@@ -990,7 +992,7 @@ async def _run_one(
         return record
     digest = source_hash(notebook, target.reproduction, scale=options.scale)
     if target.device == "gpu" and not gpu_ok():
-        record = _recorded_gpu(target, layout, notebook)
+        record = _recorded_gpu(target, layout, notebook, options.scale)
         progress(f"{target.id}: {record['status']} (no CUDA device on this host)")
         return record
     async with semaphore, _id_lock(layout, target.id):
@@ -1082,12 +1084,12 @@ def reproduce(
         scale=scale, cell_timeout=cell_timeout, timeout=timeout, force=force, record=record
     )
     say = progress or (lambda _line: None)
-    probe: dict[str, bool] = {}
+    # Asked once, before any kernel starts (it imports torch in a subprocess: seconds).
+    needs_gpu = any(t.device == "gpu" and t.not_reproducible is None for t in targets)
+    has_cuda = cuda_available() if needs_gpu else False
 
     def gpu_ok() -> bool:
-        if "cuda" not in probe:
-            probe["cuda"] = cuda_available()
-        return probe["cuda"]
+        return has_cuda
 
     records = asyncio.run(_run_all(targets, layout, options, gpu_ok, say, max(1, jobs)))
     return _write_manifest(layout, records, discover(root))
