@@ -439,3 +439,44 @@ def test_a_malformed_rule_in_a_bundle_is_skipped_not_fatal(tmp_path):
     assert b"broken-pack-rule" in done.stderr
     assert json.loads(done.stdout)["findings"][0]["entry"] == "cuda-allocator-fragmentation"
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        GC / "plain-loop-4ranks",
+        GC / "probe-run",
+        FRAG / "probe-drift-4ranks",
+        FRAG / "text-drift-4ranks",
+    ],
+    ids=lambda p: p.name,
+)
+def test_parallel_scan_of_several_files_equals_serial(folder):
+    serial = diagnose([str(folder)], ROOT, use_installed=False, jobs=1)
+    parallel = diagnose([str(folder)], ROOT, use_installed=False, jobs=2)
+    assert serial.findings and parallel.findings == serial.findings
+    assert parallel.skipped == serial.skipped
+    assert parallel.stats["lines"] == serial.stats["lines"]
+
+
+def test_jobs_option_on_the_command_line():
+    serial = cli(
+        "diagnose",
+        str(GC / "plain-loop-4ranks"),
+        "--format",
+        "json",
+        "--no-installed",
+        "--jobs",
+        "1",
+    )
+    parallel = cli(
+        "diagnose",
+        str(GC / "plain-loop-4ranks"),
+        "--format",
+        "json",
+        "--no-installed",
+        "--jobs",
+        "2",
+    )
+    assert serial.returncode == parallel.returncode == 1, parallel.stderr
+    assert json.loads(serial.stdout)["findings"] == json.loads(parallel.stdout)["findings"]

@@ -276,11 +276,13 @@ def diagnose(
     rule_set: RuleSet | None = None,
     use_installed: bool = True,
     only: set[str] | None = None,
+    jobs: int | None = None,
 ) -> Report:
     """Diagnose logs. `paths`: files, folders, globs, .gz files or "-" for stdin.
 
     Rules: `rule_set` if given, else `rules` (bundle files or rules folders), else the checkout at
     `root` (rules/ compiled in memory) plus installed rule packs. `only`: rule ids to run.
+    `jobs`: processes for several large files (None: automatic, 1: serial).
     Raises UsageError for paths that name nothing, or when there are no rules.
     """
     started = time.perf_counter()
@@ -305,7 +307,7 @@ def diagnose(
     if not selected:
         raise UsageError("no usable rules (see the warnings)")
     engine = eng.Engine(selected)
-    scan = engine.scan(inputs)
+    scan = engine.scan(inputs, jobs=jobs)
     outcomes = []
     for run in scan.runs:
         try:
@@ -506,6 +508,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-confidence", type=float, default=0.0, help="hide findings below this confidence"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for several large files (default: automatic; 1: serial)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -516,6 +525,7 @@ def run(args: argparse.Namespace) -> int:
             rules=args.rules,
             use_installed=not args.no_installed,
             only=set(args.rule) if args.rule else None,
+            jobs=args.jobs,
         )
     except UsageError as exc:
         print(f"trainwreck: {exc}", file=sys.stderr)

@@ -17,11 +17,14 @@ import calendar
 import gzip
 import json
 import math
+import multiprocessing
+import os
 import re
 import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -292,10 +295,16 @@ class Engine:
 
     # -- input ----------------------------------------------------------------------------------
 
-    def scan(self, inputs: Iterable[tuple[str, Any]]) -> ScanResult:
-        """Scan inputs: (display name, path | "-" | binary stream)."""
+    def scan(self, inputs: Iterable[tuple[str, Any]], jobs: int | None = None) -> ScanResult:
+        """Scan inputs: (display name, path | "-" | binary stream). Several large files are
+        scanned in parallel processes (`jobs`: None = automatic, 1 = serial)."""
+        inputs = list(inputs)
         runs = [RuleRun(rule) for rule in self.rules]
         result = ScanResult(runs, [], [], set(), 0, 0)
+        workers = self._workers(inputs, jobs)
+        if workers > 1:
+            self._scan_parallel(inputs, workers, result)
+            return result
         for display, source in inputs:
             file_id = len(result.files)
             result.files.append(display)
@@ -309,6 +318,50 @@ class Engine:
                     Skipped(display, "out of memory while reading; the rest was skipped")
                 )
         return result
+
+    @staticmethod
+    def _workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
+        """How many processes: one per file up to the CPU count, only for plain files, and (when
+        automatic) only when there is enough input to repay starting them."""
+        if jobs == 1 or len(inputs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return 1
+        sources = [source for _, source in inputs]
+        if any(not isinstance(s, (str, Path)) or str(s) == "-" for s in sources):
+            return 1
+        if jobs is None:
+            try:
+                total = sum(os.path.getsize(s) for s in sources)
+            except OSError:
+                return 1
+            if total < PARALLEL_MIN_BYTES:
+                return 1
+        cpus = os.cpu_count() or 1
+        return max(1, min(jobs or cpus, cpus if jobs is None else jobs, len(inputs)))
+
+    def _scan_parallel(
+        self, inputs: list[tuple[str, Any]], workers: int, result: ScanResult
+    ) -> None:
+        global _WORKER_ENGINE
+        _WORKER_ENGINE = (
+            self  # inherited by the forked workers (compiled RE2 objects do not pickle)
+        )
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            futures = [
+                pool.submit(_scan_one, file_id, display, source)
+                for file_id, (display, source) in enumerate(inputs)
+            ]
+            for (display, _), future in zip(inputs, futures, strict=True):
+                result.files.append(display)
+                try:
+                    part = future.result()
+                except Exception as exc:  # a worker killed (out of memory) or failing
+                    result.skipped.append(
+                        Skipped(display, f"could not be scanned ({exc!r}); skipped")
+                    )
+                    continue
+                _merge(result, part)
+        _WORKER_ENGINE = None
 
     def _open(self, source: Any, display: str, result: ScanResult) -> BinaryIO | None:
         if not isinstance(source, (str, Path)):
@@ -709,6 +762,84 @@ class _Line:
         if self._text is None:
             self._text = self.raw[: EVIDENCE_TEXT * 4].decode("utf-8", "replace")[:EVIDENCE_TEXT]
         return self._text
+
+
+_WORKER_ENGINE: Engine | None = None
+PARALLEL_MIN_BYTES = 64 << 20  # below this, process start-up costs more than it saves
+
+
+@dataclass
+class _Part:
+    """What one worker found in one file (the mutable rule state, without the rules)."""
+
+    states: list[tuple[dict[str, MatcherState], dict[str, dict[Any, SeriesBuffer]]]]
+    skipped: list[Skipped]
+    ranks_seen: set[Any]
+    lines: int
+    bytes: int
+
+
+def _scan_one(file_id: int, display: str, source: Any) -> _Part:
+    engine = _WORKER_ENGINE
+    assert engine is not None
+    runs = [RuleRun(rule) for rule in engine.rules]
+    result = ScanResult(runs, [], [], set(), 0, 0)
+    file_rank = rank_from_path(display)
+    if file_rank is not None:
+        result.ranks_seen.add(file_rank)
+    try:
+        engine._scan_file(source, display, file_id, file_rank, runs, result)
+    except MemoryError:
+        result.skipped.append(Skipped(display, "out of memory while reading; the rest was skipped"))
+    return _Part(
+        [(run.matchers, run.series) for run in runs],
+        result.skipped,
+        result.ranks_seen,
+        result.lines,
+        result.bytes,
+    )
+
+
+def _merge(result: ScanResult, part: _Part) -> None:
+    """Fold one file's state into the whole scan (files arrive in input order)."""
+    result.skipped.extend(part.skipped)
+    result.ranks_seen |= part.ranks_seen
+    result.lines += part.lines
+    result.bytes += part.bytes
+    for run, (matchers, series) in zip(result.runs, part.states, strict=True):
+        for name, found in matchers.items():
+            state = run.matchers[name]
+            state.count += found.count
+            for rank, count in found.rank_counts.items():
+                state.rank_counts[rank] = state.rank_counts.get(rank, 0) + count
+            state.evidence.extend(
+                found.evidence[: max(0, MAX_EVIDENCE_PER_MATCHER - len(state.evidence))]
+            )
+            for rank, key in found.first.items():
+                if rank not in state.first or _order_key(key) < _order_key(state.first[rank]):
+                    state.first[rank] = key
+            for column, values in found.columns.items():
+                target = state.columns.setdefault(column, [])
+                room = MAX_ROWS - len(target)
+                target.extend(values[:room])
+                state.truncated |= len(values) > room
+            if found.events is not None:
+                if state.events is None:
+                    state.events = []
+                state.events.extend(found.events[: max(0, MAX_ROWS - len(state.events))])
+            state.truncated |= found.truncated
+        for name, per_rank in series.items():
+            target_series = run.series.setdefault(name, {})
+            for rank, buffer in per_rank.items():
+                existing = target_series.get(rank)
+                if existing is None:
+                    target_series[rank] = buffer
+                    continue
+                room = MAX_SERIES_POINTS - existing.count
+                for column in ("value", "index", "t", "file", "line", "offset"):
+                    getattr(existing, column).data.extend(getattr(buffer, column).data[:room])
+                existing.count += min(room, buffer.count)
+                existing.truncated |= buffer.truncated or buffer.count > room
 
 
 def _looks_binary(head: bytes) -> bool:
