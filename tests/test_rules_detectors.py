@@ -57,6 +57,15 @@ def test_a_small_stall_on_a_long_step_counts_by_mad():
     assert det.periodic_stalls(series, settings("periodic_stalls")).fired
 
 
+def test_min_excess_ignores_jitter_on_a_flat_series():
+    # 10 ms steps with a regular 3.5 ms bump pass the relative tests; an absolute floor does not.
+    series, _ = stalled_series(base=10.0, extra=3.5, noise=0.005, ranks=1)
+    assert det.periodic_stalls(series, settings("periodic_stalls")).fired
+    result = det.periodic_stalls(series, settings("periodic_stalls", min_excess=50))
+    assert not result.fired
+    assert result.outputs["count"] == 0
+
+
 def test_one_slow_step_is_not_periodic():
     values = 500 * (1 + RNG.normal(0, 0.01, 400))
     values[200] += 3000  # a checkpoint save

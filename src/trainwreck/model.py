@@ -353,8 +353,15 @@ def schema_problems(
     return sorted(set(problems))
 
 
-_KIND_NAMES = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-               int: "a number", float: "a number", type(None): "empty (null)"}
+_KIND_NAMES = {
+    dict: "a mapping",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "empty (null)",
+}
 
 
 def _schema_message(error: Any) -> str:

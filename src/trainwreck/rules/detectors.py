@@ -91,6 +91,8 @@ def periodic_stalls(
 ) -> DetectorResult:
     min_ratio = float(settings["min_ratio"])
     min_mad = float(settings["min_mad"])
+    # An absolute floor: on very flat series scheduler jitter passes the relative tests.
+    min_excess = float(settings["min_excess"])
     tolerance = float(settings["step_tolerance"])
     analysed: list[RankKey] = []
     medians: list[float] = []
@@ -117,7 +119,11 @@ def periodic_stalls(
         median, mad = robust(points.value)
         if not median > 0:
             continue
-        mask = (points.value >= min_ratio * median) & (points.value >= median + min_mad * mad)
+        mask = (
+            (points.value >= min_ratio * median)
+            & (points.value >= median + min_mad * mad)
+            & (points.value >= median + min_excess)
+        )
         if mad == 0:
             mask &= points.value > median
         rank_id = len(analysed)

@@ -32,6 +32,7 @@ DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
     "periodic_stalls": {
         "min_ratio": 1.2,
         "min_mad": 6.0,
+        "min_excess": 0.0,
         "min_count": 3,
         "aligned_ranks": "all",
         "step_tolerance": 1,
