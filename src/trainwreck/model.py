@@ -257,12 +257,12 @@ def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
+            key_position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise DocumentError(
                     Problem(
                         document.file,
-                        key_node.start_mark.line + 1,
-                        key_node.start_mark.column + 1,
+                        *key_position,
                         format_path(path),
                         "YAML merge keys (<<) are not supported",
                     )
@@ -272,15 +272,13 @@ def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
                 raise DocumentError(
                     Problem(
                         document.file,
-                        key_node.start_mark.line + 1,
-                        key_node.start_mark.column + 1,
+                        *key_position,
                         format_path(path),
                         "mapping keys must be plain scalars",
                     )
                 )
             key = str(key) if not isinstance(key, str) else key
             child_path = (*path, key)
-            key_position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key in result:
                 first_line = document.key_positions[child_path][0]
                 raise DocumentError(

@@ -235,7 +235,7 @@ def status_for(entry: Entry, record: dict[str, Any] | None, hashes: set[str]) ->
     versions = _versions(record)
     with_versions = f" with {versions}" if versions else ""
     when = _date(record.get("started"))
-    if status in ("passed", "recorded-gpu") and not current:
+    if status == "stale" or (status in ("passed", "recorded-gpu") and not current):
         return Status(
             "stale",
             "stale",
@@ -265,16 +265,6 @@ def status_for(entry: Entry, record: dict[str, Any] | None, hashes: set[str]) ->
             f"Recorded on GPU {gpu} on {when}{with_versions}{driver}; fingerprint asserted.",
             "success",
             True,
-            record,
-        )
-    if status == "stale":
-        return Status(
-            "stale",
-            "stale",
-            "Stale: the recorded run is for an older version of the notebook; "
-            "its outputs are not shown.",
-            "warning",
-            False,
             record,
         )
     if status == "skipped-needs-gpu":
