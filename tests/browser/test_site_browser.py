@@ -180,10 +180,13 @@ def test_dark_palette(browser: Browser, served: str) -> None:
         features=[{"name": "prefers-color-scheme", "value": "dark"}],
     )
     try:
-        # The theme remembers the palette of earlier visits; start as a new visitor would.
-        browser.open("about:blank")
-        browser.call("Storage.clearDataForOrigin", origin=served, storageTypes="local_storage")
-        browser.open(f"{served}/entries/demo-straggler/")
+        # The theme remembers the palette of earlier visits; start as a new visitor would. The
+        # page itself clears its storage (synchronously, unlike a DevTools storage call), then
+        # loads again.
+        page = f"{served}/entries/demo-straggler/"
+        browser.open(page)
+        browser.evaluate("localStorage.clear(), sessionStorage.clear(), true")
+        browser.open(f"{page}?visitor=new")
         # The HTML starts with the light scheme; the theme's script switches to the one the
         # visitor's system prefers.
         assert browser.wait_for("document.body.getAttribute('data-md-color-scheme') === 'slate'")
