@@ -295,7 +295,7 @@ def diagnose(
     selected = [r for r in rule_set.rules if only is None or r["id"] in only]
     if not selected:
         raise UsageError(
-            "no rules to run: install a rule pack (pip install trainwreck-rules), run in a checkout, or pass --rules"
+            "no rules to run: install a rule pack (the wheel `trainwreck compile` writes to dist/), run in a checkout, or pass --rules"
         )
     inputs, missing = expand_inputs(paths)
     if missing:
