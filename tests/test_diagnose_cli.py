@@ -480,3 +480,20 @@ def test_jobs_option_on_the_command_line():
     )
     assert serial.returncode == parallel.returncode == 1, parallel.stderr
     assert json.loads(serial.stdout)["findings"] == json.loads(parallel.stdout)["findings"]
+
+
+def test_control_characters_in_evidence_are_shown_not_replayed(tmp_path):
+    # A log can carry NULs and ANSI escapes; printed evidence must not drive the terminal.
+    log = tmp_path / "oom.log"
+    log.write_bytes(
+        b"\x1b[31m[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+        b" GPU 0 has a total capacity of 79.10 GiB of which 1.50 GiB is free. Including non-PyTorch"
+        b" memory, this process has 77.58 GiB memory in use. Of the allocated memory 60.02 GiB is"
+        b" allocated by PyTorch, and 16.80 GiB is reserved by PyTorch but unallocated. If reserved"
+        b" but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments"
+        b":True to avoid fragmentation.\x00\x1b[0m\n"
+    )
+    done = cli("diagnose", str(log), "--no-installed")
+    assert done.returncode == 1, done.stderr.decode()
+    assert b"\x1b" not in done.stdout and b"\x00" not in done.stdout
+    assert b"oom.log:1: \\x1b[31m[rank0]: torch.OutOfMemoryError" in done.stdout

@@ -744,6 +744,17 @@ class _GzipStream:
         self.raw.close()
 
 
+# Evidence is printed to terminals: control characters from a log (NUL, ANSI escapes) are shown
+# as visible escapes instead of being replayed.
+_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
+
+
+def evidence_text(raw: bytes) -> str:
+    """A log line as evidence: decoded leniently, bounded, control characters made visible."""
+    text = raw[: EVIDENCE_TEXT * 4].decode("utf-8", "replace").rstrip("\r\n")
+    return text.translate(_CONTROL_ESCAPES)[:EVIDENCE_TEXT]
+
+
 class _Line:
     """A candidate line being matched; its text is decoded only when kept as evidence."""
 
@@ -760,7 +771,7 @@ class _Line:
 
     def text(self) -> str:
         if self._text is None:
-            self._text = self.raw[: EVIDENCE_TEXT * 4].decode("utf-8", "replace")[:EVIDENCE_TEXT]
+            self._text = evidence_text(self.raw)
         return self._text
 
 
@@ -1128,4 +1139,4 @@ def fill_evidence_text(outcomes: list[RuleOutcome], sources: dict[int, Any]) -> 
                     line = handle.readline(MAX_LINE)
             except (OSError, EOFError, zlib.error):
                 continue
-            item.text = line.decode("utf-8", "replace").rstrip("\r\n")[:EVIDENCE_TEXT]
+            item.text = evidence_text(line)
