@@ -31,6 +31,17 @@ class Points:
     def __len__(self) -> int:
         return int(self.value.shape[0])
 
+    def select(self, keep: Any) -> Points:
+        """The points picked by a boolean mask or a slice."""
+        return Points(
+            self.value[keep],
+            self.index[keep],
+            self.t[keep],
+            self.file[keep],
+            self.line[keep],
+            self.offset[keep],
+        )
+
     def event(self, i: int, rank: RankKey) -> Event:
         return Event(
             rank,
@@ -66,16 +77,7 @@ class DetectorResult:
 
 def _finite(points: Points) -> Points:
     keep = np.isfinite(points.value)
-    if keep.all():
-        return points
-    return Points(
-        points.value[keep],
-        points.index[keep],
-        points.t[keep],
-        points.file[keep],
-        points.line[keep],
-        points.offset[keep],
-    )
+    return points if keep.all() else points.select(keep)
 
 
 def robust(values: np.ndarray) -> tuple[float, float]:
@@ -97,25 +99,15 @@ def periodic_stalls(
     analysed: list[RankKey] = []
     medians: list[float] = []
     mads: list[float] = []
-    spike_rank: list[int] = []
-    spike_points: list[
-        tuple[float, float, int, int, float, int]
-    ] = []  # index, t, file, line, value, offset
+    spike_rank: list[int] = []  # position in `analysed` of each spike's rank
+    spikes: list[Event] = []
     warmup = int(settings.get("warmup", 0))
     for rank, raw in series.items():
         points = _finite(raw)
         if len(points) < int(settings["min_points"]):
             continue
         if warmup:  # first steps pay for compilation, caches, allocator growth: not stalls
-            keep = slice(min(warmup, len(points) - 3), None)
-            points = Points(
-                points.value[keep],
-                points.index[keep],
-                points.t[keep],
-                points.file[keep],
-                points.line[keep],
-                points.offset[keep],
-            )
+            points = points.select(slice(min(warmup, len(points) - 3), None))
         median, mad = robust(points.value)
         if not median > 0:
             continue
@@ -132,16 +124,7 @@ def periodic_stalls(
         mads.append(mad)
         for i in np.flatnonzero(mask):
             spike_rank.append(rank_id)
-            spike_points.append(
-                (
-                    float(points.index[i]),
-                    float(points.t[i]),
-                    int(points.file[i]),
-                    int(points.line[i]),
-                    float(points.value[i]),
-                    int(points.offset[i]),
-                )
-            )
+            spikes.append(points.event(int(i), rank))
     outputs: dict[str, float] = {
         "count": 0.0,
         "ratio": math.nan,
@@ -153,7 +136,7 @@ def periodic_stalls(
         "interval_cv": math.nan,
         "ranks": float(len(analysed)),
     }
-    if not analysed or not spike_points:
+    if not analysed or not spikes:
         return DetectorResult(False, outputs, analysed)
     aligned = settings["aligned_ranks"]
     need = (
@@ -163,11 +146,11 @@ def periodic_stalls(
         if aligned == "any"
         else min(int(aligned), len(analysed))
     )
-    order = sorted(range(len(spike_points)), key=lambda k: spike_points[k][0])
+    order = sorted(range(len(spikes)), key=lambda k: spikes[k].index)
     # Cluster spikes whose indices lie within the tolerance of the previous one: one stall.
     clusters: list[list[int]] = []
     for k in order:
-        if clusters and spike_points[k][0] - spike_points[clusters[-1][-1]][0] <= tolerance:
+        if clusters and spikes[k].index - spikes[clusters[-1][-1]].index <= tolerance:
             clusters[-1].append(k)
         else:
             clusters.append([k])
@@ -177,13 +160,11 @@ def periodic_stalls(
     stall_time: list[float] = []
     spike_values: list[float] = []
     for cluster in stalls:
-        worst = max(cluster, key=lambda k: spike_points[k][4])
-        index, t, file_id, line, value, offset = spike_points[worst]
-        events.append(Event(analysed[spike_rank[worst]], index, t, file_id, line, value, offset))
-        stall_index.append(float(np.median([spike_points[k][0] for k in cluster])))
-        times = [spike_points[k][1] for k in cluster if math.isfinite(spike_points[k][1])]
+        events.append(max((spikes[k] for k in cluster), key=lambda e: e.value))
+        stall_index.append(float(np.median([spikes[k].index for k in cluster])))
+        times = [spikes[k].t for k in cluster if math.isfinite(spikes[k].t)]
         stall_time.append(float(np.median(times)) if times else math.nan)
-        spike_values.extend(spike_points[k][4] for k in cluster)
+        spike_values.extend(spikes[k].value for k in cluster)
     outputs["count"] = float(len(stalls))
     if spike_values:
         outputs["spike"] = float(np.median(spike_values))
