@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("trainwreck.site", "check, reproduce, compile and publish the site"),
     "serve": ("trainwreck.site", "preview the built site"),
     "new": ("trainwreck.scaffold", "scaffold a new entry, rule and notebook"),
+    "review": ("trainwreck.review", "summarise what a change does to entries, rules and diagnoses"),
 }
 
 

@@ -1,0 +1,179 @@
+"""`trainwreck review`: a scratch git repository with a planted change, reviewed against main."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trainwreck.cli import main
+from trainwreck.review import MARKER, review_change
+
+REPO = Path(__file__).resolve().parents[1]
+BASE_ENTRY = REPO / "tests" / "check_cases" / "base-entry.yaml"
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+RULE = """# yaml-language-server: $schema=../schemas/rule.schema.json
+id: {rule_id}
+entry: {entry}
+title: {entry} line
+description: The demo library prints this line when {entry} happens.
+confidence: {confidence}
+matchers:
+  line:
+    regex: '{regex}'
+condition: line
+tests:
+  match: [tests/logs/{entry}/broken.log]
+  clean: [tests/logs/{entry}/healthy.log]
+"""
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def add_failure(
+    root: Path, entry: str, regex: str, broken: str, *, confidence: float = 0.6, rule: str = ""
+) -> None:
+    """An entry (the valid fixture with its id and title), one rule and its two logs."""
+    text = BASE_ENTRY.read_text().replace("id: base-entry", f"id: {entry}")
+    text = text.replace(
+        "title: A minimal valid entry used as the base of the malformed cases",
+        f"title: The {entry} failure",
+    )
+    (root / "entries" / f"{entry}.yaml").write_text(text)
+    rule_id = rule or f"{entry}-line"
+    (root / "rules" / f"{rule_id}.yaml").write_text(
+        RULE.format(rule_id=rule_id, entry=entry, confidence=confidence, regex=regex)
+    )
+    logs = root / "tests" / "logs" / entry
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "broken.log").write_text(f"step 1 ok\n{broken}\nstep 2 ok\n")
+    (logs / "healthy.log").write_text("step 1 ok\nstep 2 ok\n")
+
+
+def scratch_repo(root: Path) -> Path:
+    """main: one entry `alpha` with its rule and logs; then a branch `change` is checked out."""
+    for folder in ("entries", "rules"):
+        (root / folder).mkdir(parents=True)
+    shutil.copytree(REPO / "schemas", root / "schemas")
+    (root / "mkdocs.yml").write_text("site_name: Demo\nsite_url: https://demo.example.org/\n")
+    add_failure(root, "alpha", r"AlphaError: widget \w+ failed", "AlphaError: widget x failed")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    git(root, "checkout", "-q", "-b", "change")
+    return root
+
+
+def plant_new_rule_and_edited_entry(root: Path) -> None:
+    add_failure(root, "gamma", r"GammaError: (?P<n>\d+) gizmos lost", "GammaError: 3 gizmos lost")
+    alpha = root / "entries" / "alpha.yaml"
+    alpha.write_text(alpha.read_text().replace("The alpha failure", "The alpha failure, retold"))
+
+
+def plant_rule_that_steals_alpha_log(root: Path) -> None:
+    # beta's rule also matches alpha's line, more confidently: alpha's log would now be
+    # diagnosed as beta first. The rule passes its own regression logs.
+    add_failure(
+        root,
+        "beta",
+        r"widget \w+ failed",
+        "BetaWarning: widget y failed",
+        confidence=0.9,
+        rule="beta-broad",
+    )
+
+
+def test_review_reports_each_planted_change_and_exits_1(tmp_path, capsys):
+    root = scratch_repo(tmp_path / "kb")
+    plant_new_rule_and_edited_entry(root)
+    plant_rule_that_steals_alpha_log(root)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "change")
+
+    review = review_change(root, "main")
+    entries = {e.id: (e.change, len(e.errors)) for e in review.entries}
+    assert entries == {"alpha": ("changed", 0), "beta": ("added", 0), "gamma": ("added", 0)}
+    rules = {r.id: (r.change, r.passes) for r in review.rules}
+    assert rules["gamma-line"] == ("added", True)
+    assert rules["beta-broad"] == ("added", True)
+    assert rules["alpha-line"] == ("entry-changed", True)
+    deltas = {d.path: d for d in review.logs}
+    alpha_log = deltas["tests/logs/alpha/broken.log"]
+    assert alpha_log.base == ["alpha"] and alpha_log.head == ["beta", "alpha"]
+    assert alpha_log.first_changed and alpha_log.gained == ["beta"]
+    assert alpha_log.broken == [
+        "its entry `alpha` was the first finding on the base; now `beta` is"
+    ]
+    assert deltas["tests/logs/gamma/broken.log"].base is None  # a new log, not a break
+    assert not deltas["tests/logs/gamma/broken.log"].broken
+    assert review.broken == [f"log `tests/logs/alpha/broken.log`: {alpha_log.broken[0]}"]
+    assert "https://demo.example.org/entries/gamma/ : entry page (added)" in review.pages
+
+    code = main(["review", "--root", str(root), "--base", "main"])
+    captured = capsys.readouterr()
+    assert code == 1
+    text = captured.out
+    assert text.startswith(MARKER + "\n## Trainwreck review: 1 verdict(s) broken")
+    assert "| `gamma-line` | `gamma` | added | passes its 2 regression log(s) |" in text
+    assert "| `alpha` | changed | passes |" in text
+    assert (
+        "| `tests/logs/alpha/broken.log` | `match alpha` | `alpha` | `beta`, `alpha` "
+        "| **broken**: its entry `alpha` was the first finding on the base; now `beta` is |"
+    ) in text
+    assert "broken: log `tests/logs/alpha/broken.log`" in captured.err
+
+
+def test_review_without_the_breaking_rule_exits_0(tmp_path, capsys):
+    root = scratch_repo(tmp_path / "kb")
+    plant_new_rule_and_edited_entry(root)  # left uncommitted: the working tree is reviewed
+    assert main(["review", "--root", str(root), "--base", "main"]) == 0
+    text = capsys.readouterr().out
+    assert "## Trainwreck review: no verdict broken" in text
+    assert (
+        "| `tests/logs/gamma/broken.log` | `match gamma` | (no such log) | `gamma` | new log |"
+        in text
+    )
+    assert "tests/logs/alpha/broken.log" not in text  # its diagnosis did not change
+
+
+def test_review_reports_a_rule_failing_its_own_logs_and_a_check_error(tmp_path, capsys):
+    root = scratch_repo(tmp_path / "kb")
+    rule = root / "rules" / "alpha-line.yaml"
+    rule.write_text(rule.read_text().replace(r"AlphaError: widget \w+ failed", r"step \d ok"))
+    alpha = root / "entries" / "alpha.yaml"
+    alpha.write_text(alpha.read_text().replace("severity: medium", "severity: huge"))
+    review = review_change(root, "main")
+    [result] = [r for r in review.rules if r.id == "alpha-line"]
+    assert result.change == "changed" and not result.broken_on_base
+    assert any(
+        "rule fired on clean log 'tests/logs/alpha/healthy.log'" in p.message
+        for p in result.problems
+    )
+    [entry] = review.entries
+    assert entry.id == "alpha" and [p.path for p in entry.errors] == ["severity"]
+    assert main(["review", "--root", str(root), "--base", "main"]) == 1
+    text = capsys.readouterr().out
+    assert "| `alpha-line` | `alpha` | changed | **fails**: 1 problem(s) |" in text
+    assert "| `alpha` | changed | **1 error(s)** |" in text
+
+
+def test_review_usage_errors_exit_2(tmp_path, capsys):
+    root = scratch_repo(tmp_path / "kb")
+    assert main(["review", "--root", str(root), "--base", "no-such-branch"]) == 2
+    assert "trainwreck review: 'no-such-branch' names no commit" in capsys.readouterr().err
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert main(["review", "--root", str(plain)]) == 2
+    assert capsys.readouterr().err.startswith("trainwreck review: ")
