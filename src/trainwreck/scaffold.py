@@ -218,7 +218,12 @@ def scaffold(root: Path, entry_id: str, today: str | None = None) -> list[Path]:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("id", metavar="ID", help="kebab-case id of the new failure")
+    parser.add_argument("id", metavar="ID", nargs="?", help="kebab-case id of the new failure")
+    parser.add_argument(
+        "--pack",
+        metavar="NAME",
+        help="instead: scaffold a private rule-pack repository NAME/ under --root",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -226,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"trainwreck new: {root} is not a folder", file=sys.stderr)
         return 2
+    if args.pack is not None or args.id is None:
+        return run_pack(args)
     try:
         written = scaffold(root, args.id)
     except ValueError as exc:
@@ -242,6 +249,191 @@ def run(args: argparse.Namespace) -> int:
     print(
         "next: fill in every TODO; `trainwreck check` lists what is missing, "
         f"`trainwreck reproduce {args.id}` runs the notebook, `trainwreck compile` tests the rule",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# --- private rule packs ----------------------------------------------------------------------
+
+# The actions the pack's workflow uses, pinned like this repository's own workflows
+# (tests/test_workflows.py keeps the two in step).
+PACK_ACTIONS = {
+    "checkout": "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1",
+    "setup-python": "actions/setup-python@5fda3b95a4ea91299a34e894583c3862153e4b97 # v7.0.0",
+    "upload-artifact": "actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f # v7.0.0",
+}
+
+PACK_PYPROJECT = """\
+# A private Trainwreck rule pack. `trainwreck compile` reads [tool.trainwreck.pack] for the name
+# and version of the wheel it writes to dist/; the wheel registers its rules under the
+# `trainwreck.rules` entry point, so `trainwreck diagnose` uses them next to the public pack.
+# Build the wheel with `trainwreck compile`, not with pip: this file has no [build-system].
+[tool.trainwreck.pack]
+name = "{name}"
+version = "0.1.0"
+"""
+
+PACK_MKDOCS = """\
+# `trainwreck diagnose` links each finding of this pack to <site_url>entries/<id>/.
+# TODO: set site_url to where your team publishes these entries (an internal wiki or a
+# `trainwreck build` of this repository); the .invalid address below resolves nowhere.
+site_name: {name}
+site_url: https://{name}.invalid/
+"""
+
+PACK_GITIGNORE = """\
+/build/
+/dist/
+__pycache__/
+"""
+
+PACK_README = """\
+# {name}
+
+Private detection rules for Trainwreck's `trainwreck diagnose`: failures your team has seen in its own jobs, with the fix your team
+applies. This repository compiles into a wheel, `{module}-<version>-py3-none-any.whl`,
+registered under the `trainwreck.rules` entry point; installed next to `trainwreck`, its rules
+run beside the public ones.
+
+## Add a failure
+
+```bash
+pip install trainwreck                 # or from a checkout of the toolkit: pip install /path/to/trainwreck
+trainwreck new my-failure --root .     # entries/my-failure.yaml, rules/my-failure.yaml, notebooks/my-failure.ipynb
+```
+
+- `rules/<id>.yaml`: the detector, in the rule language (`docs/rule-language.md` of the
+  Trainwreck repository). Its `tests.match` logs must produce a finding, its `tests.clean` logs must not.
+- `tests/logs/<id>/`: those logs, in the exact wording your jobs print (scrub hostnames and
+  anything private that must not leave your network).
+- `entries/<id>.yaml`: what the finding tells the engineer: the root cause, the fix and how to
+  verify it. A failure you cannot reproduce in a notebook says so with
+  `reproduction: {{not_reproducible: the reason}}`; then delete the notebook.
+
+## Build and use
+
+```bash
+trainwreck check                       # every entry: schema, links, references
+trainwreck compile                     # every rule, its regression logs, then dist/{module}-0.1.0-py3-none-any.whl
+pip install dist/{module}-*.whl        # next to trainwreck and the public rule pack
+trainwreck diagnose path/to/logs/      # findings from both packs
+```
+
+Bump `version` in `pyproject.toml` for each release of the pack; CI
+(`.github/workflows/rules.yml`) runs the same check and compile on every pull request and keeps
+the wheel as a build artifact. Publish it to your private package index, or install the wheel
+file directly. In a GitHub workflow, the Trainwreck action takes it as `rule-packs:`.
+"""
+
+PACK_WORKFLOW = """\
+# Check the entries, compile the rules with their regression logs, keep the wheel.
+name: rules
+
+on:
+  pull_request:
+  push:
+    branches: [main]
+    tags: ["v*"]
+
+permissions:
+  contents: read
+
+jobs:
+  compile:
+    runs-on: ubuntu-24.04
+    timeout-minutes: 15
+    steps:
+      - uses: {checkout}
+        with:
+          persist-credentials: false
+
+      - uses: {setup_python}
+        with:
+          python-version: "3.11"
+
+      - name: Install trainwreck
+        run: python -m pip install "trainwreck>={version}"
+
+      - name: trainwreck check
+        run: trainwreck check
+
+      - name: trainwreck compile (rules and their regression logs)
+        run: trainwreck compile --out dist
+
+      - uses: {upload_artifact}
+        with:
+          name: rule-pack
+          path: dist/*.whl
+          if-no-files-found: error
+"""
+
+
+def pack_files(name: str) -> dict[str, str]:
+    """The files of a new rule-pack repository, by path relative to it."""
+    from trainwreck import __version__
+    from trainwreck.rules.wheel import normalise
+
+    module = normalise(name)
+    return {
+        "pyproject.toml": PACK_PYPROJECT.format(name=name),
+        "README.md": PACK_README.format(name=name, module=module),
+        "mkdocs.yml": PACK_MKDOCS.format(name=name),
+        ".gitignore": PACK_GITIGNORE,
+        ".github/workflows/rules.yml": PACK_WORKFLOW.format(
+            checkout=PACK_ACTIONS["checkout"],
+            setup_python=PACK_ACTIONS["setup-python"],
+            upload_artifact=PACK_ACTIONS["upload-artifact"],
+            version=__version__,
+        ),
+        "entries/.gitkeep": "",
+        "rules/.gitkeep": "",
+        "tests/logs/.gitkeep": "",
+    }
+
+
+def scaffold_pack(parent: Path, name: str) -> Path:
+    """Write the rule-pack repository parent/NAME; refuses a folder that exists."""
+    if not ID_RE.match(name):
+        raise ValueError(
+            f"'{name}' is not a kebab-case pack name (lowercase letters, digits and single hyphens)"
+        )
+    if name == "trainwreck-rules" or name == "trainwreck":
+        raise ValueError(f"'{name}' is the name of the public package; choose your own")
+    target = parent / name
+    if target.exists():
+        raise FileExistsError(str(target))
+    target.mkdir()
+    for relative, text in pack_files(name).items():
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x", encoding="utf-8") as handle:
+            handle.write(text)
+    return target
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    if args.pack is None:
+        print("trainwreck new: give an ID, or --pack NAME", file=sys.stderr)
+        return 2
+    if args.id is not None:
+        print("trainwreck new: give an ID or --pack NAME, not both", file=sys.stderr)
+        return 2
+    try:
+        target = scaffold_pack(Path(args.root), args.pack)
+    except ValueError as exc:
+        print(f"trainwreck new: {exc}", file=sys.stderr)
+        return 2
+    except FileExistsError as exc:
+        print(f"trainwreck new: refusing to overwrite existing {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"trainwreck new: cannot write: {exc}", file=sys.stderr)
+        return 1
+    print(f"created {target}")
+    print(
+        f"next: cd {target} && git init && trainwreck new <id> --root . ; "
+        "fill the rule, its logs and the entry; `trainwreck compile` writes the wheel to dist/",
         file=sys.stderr,
     )
     return 0

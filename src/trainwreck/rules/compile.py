@@ -126,20 +126,51 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--no-tests", action="store_true", help="skip the regression logs (faster while editing)"
     )
     parser.add_argument(
-        "--name", default="trainwreck-rules", help="distribution name of the rule pack"
+        "--name",
+        default=None,
+        help="distribution name of the rule pack (default: [tool.trainwreck.pack] name in "
+        "ROOT/pyproject.toml, else trainwreck-rules)",
     )
     parser.add_argument(
         "--pack-version",
-        default=__version__,
-        help="version of the rule pack (default: the toolkit's)",
+        default=None,
+        help="version of the rule pack (default: [tool.trainwreck.pack] version in "
+        "ROOT/pyproject.toml, else the toolkit's)",
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="problem output format"
     )
 
 
+def pack_settings(root: Path) -> dict[str, str]:
+    """[tool.trainwreck.pack] of ROOT/pyproject.toml, as written by `trainwreck new --pack`:
+    the name and version of a private pack's wheel. Empty when there is none."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the core install declares tomli on 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: not readable TOML ({exc})") from None
+    table = data.get("tool", {}).get("trainwreck", {}).get("pack", {})
+    if not isinstance(table, dict):
+        return {}
+    return {key: str(table[key]) for key in ("name", "version") if key in table}
+
+
 def run(args: argparse.Namespace) -> int:
     root = Path(args.root)
+    try:
+        pack = pack_settings(root)
+    except ValueError as exc:
+        print(f"trainwreck: {exc}", file=sys.stderr)
+        return 2
+    args.name = args.name or pack.get("name", "trainwreck-rules")
+    args.pack_version = args.pack_version or pack.get("version", __version__)
     if not valid_version(args.pack_version):
         print(
             f"trainwreck: --pack-version '{args.pack_version}' is not a valid version (e.g. 1.2.0)",
