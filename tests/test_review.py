@@ -177,3 +177,51 @@ def test_review_usage_errors_exit_2(tmp_path, capsys):
     plain.mkdir()
     assert main(["review", "--root", str(plain)]) == 2
     assert capsys.readouterr().err.startswith("trainwreck review: ")
+
+
+def test_review_reports_notebook_changes_and_a_failed_run(tmp_path, capsys):
+    import json
+
+    from trainwreck.reproduce import source_hash
+    from trainwreck.scaffold import notebook_json
+
+    root = tmp_path / "kb"
+    for folder in ("entries", "rules", "notebooks"):
+        (root / folder).mkdir(parents=True)
+    shutil.copytree(REPO / "schemas", root / "schemas")
+    text = BASE_ENTRY.read_text().replace("id: base-entry", "id: delta")
+    text = text.replace(
+        "reproduction:\n  not_reproducible: It is a test fixture, not a failure.",
+        "reproduction:\n  notebook: notebooks/delta.ipynb\n  device: cpu",
+    )
+    (root / "entries" / "delta.yaml").write_text(text)
+    notebook = notebook_json("delta")
+    path = root / "notebooks" / "delta.ipynb"
+    path.write_text(json.dumps(notebook))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+
+    notebook["cells"][0]["source"] = "# Delta\n\nBetter words."  # markdown: prose only
+    path.write_text(json.dumps(notebook))
+    [result] = review_change(root, "main").notebooks
+    assert (result.change, result.code_changed, result.kind) == ("changed", False, "not-run")
+
+    notebook["cells"][2]["source"] += "\nprint('more code')"
+    path.write_text(json.dumps(notebook))
+    reproduction = {"notebook": "notebooks/delta.ipynb", "device": "cpu"}
+    record = {
+        "id": "delta",
+        "status": "failed",
+        "source_hash": source_hash(notebook, reproduction, "ci"),
+        "started": "2026-11-30T12:00:00+00:00",
+        "error": {"cell": 4, "message": "NotImplementedError: TODO"},
+    }
+    (root / "build").mkdir()
+    (root / "build" / "manifest.json").write_text(json.dumps({"notebooks": [record]}))
+    [result] = review_change(root, "main").notebooks
+    assert (result.change, result.code_changed, result.kind) == ("changed", True, "failed")
+    assert main(["review", "--root", str(root), "--base", "main"]) == 1
+    text = capsys.readouterr().out
+    assert "| `delta` | changed (code) | **Failed: the last run, on 2026-11-30" in text
+    assert "https://trainwreck.dev/entries/delta/ : entry page (reproduction)" in text

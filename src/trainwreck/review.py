@@ -450,12 +450,12 @@ def review_logs(base: Path, head: Path, review: Review) -> None:
 def review_notebooks(base: Path, head: Path, review: Review) -> list[FileChange]:
     from trainwreck.model import DocumentError, load_entry
     from trainwreck.reproduce import source_hash
-    from trainwreck.site import current_hashes, status_for
+    from trainwreck.site import _manifest_records, current_hashes, status_for
 
     changes = changed_files(base, head, "notebooks", "*.ipynb")
     try:
         manifest = json.loads((head / "build" / "manifest.json").read_text(encoding="utf-8"))
-        records = {r.get("id"): r for r in manifest.get("records", []) if isinstance(r, dict)}
+        records = _manifest_records(manifest if isinstance(manifest, dict) else None)
     except (OSError, ValueError, AttributeError):
         records = {}
 
