@@ -225,3 +225,18 @@ def test_review_reports_notebook_changes_and_a_failed_run(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| `delta` | changed (code) | **Failed: the last run, on 2026-11-30" in text
     assert "https://trainwreck.dev/entries/delta/ : entry page (reproduction)" in text
+
+
+def test_the_base_tree_holds_no_link_out_of_it(tmp_path):
+    from trainwreck.review import base_tree, resolve_ref
+
+    root = scratch_repo(tmp_path / "kb")
+    (root / "tests" / "logs" / "alpha" / "link.log").symlink_to("/etc/hostname")
+    (root / "unrelated.bin").write_bytes(b"\0" * 1000)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "link")
+    with base_tree(root, resolve_ref(root, "HEAD")) as base:
+        assert (base / "tests" / "logs" / "alpha" / "broken.log").is_file()
+        assert not (base / "tests" / "logs" / "alpha" / "link.log").exists()
+        assert not (base / "unrelated.bin").exists()  # only the knowledge base is read
+    assert not base.exists()

@@ -29,7 +29,6 @@ its index and its worktrees are never touched.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 import subprocess
@@ -78,32 +77,67 @@ def resolve_ref(root: Path, ref: str) -> str:
         raise ReviewError(f"'{ref}' names no commit in {root}") from None
 
 
-def _safe_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+# What a review reads from the base: everything else in the repository is left out of the archive.
+KNOWLEDGE_BASE = (
+    "entries",
+    "rules",
+    "notebooks",
+    "tests",
+    "recordings",
+    "docs",
+    "schemas",
+    "mkdocs.yml",
+)
+
+
+def _safe(member: tarfile.TarInfo) -> bool:
     """Regular files and folders inside the target only: a committed symlink or a name with
     '..' must not write outside the temporary folder."""
-    for member in archive.getmembers():
-        parts = PurePosixPath(member.name).parts
-        if member.name.startswith("/") or ".." in parts:
-            continue
-        if member.isfile() or member.isdir():
-            yield member
+    parts = PurePosixPath(member.name).parts
+    if member.name.startswith("/") or ".." in parts:
+        return False
+    return member.isfile() or member.isdir()
 
 
 @contextmanager
 def base_tree(root: Path, commit: str) -> Iterator[Path]:
-    """The repository at `commit`, unpacked into a temporary folder for the duration."""
-    data = _git(root, "archive", "--format=tar", commit)
+    """The knowledge base at `commit`, unpacked into a temporary folder for the duration
+    (streamed from `git archive`, so a large repository is never held in memory)."""
+    present = set(
+        _git(root, "ls-tree", "--name-only", commit).decode("utf-8", "replace").split("\n")
+    )
+    wanted = [name for name in KNOWLEDGE_BASE if name in present]
     folder = Path(tempfile.mkdtemp(prefix="trainwreck-review-"))
     try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            members = list(_safe_members(archive))
-            if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4
-                archive.extractall(folder, members=members, filter="data")
-            else:
-                archive.extractall(folder, members=members)
+        if wanted:
+            _extract(root, commit, wanted, folder)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _extract(root: Path, commit: str, paths: list[str], folder: Path) -> None:
+    command = ["git", "-C", str(root), "archive", "--format=tar", commit, "--", *paths]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None
+        try:
+            with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
+                for member in archive:
+                    if not _safe(member):
+                        continue
+                    if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4
+                        archive.extract(member, folder, filter="data")
+                    else:
+                        archive.extract(member, folder)
+        except tarfile.TarError as exc:
+            raise ReviewError(f"cannot read git archive of {commit[:12]}: {exc}") from None
+        finally:
+            process.stdout.close()
+            error = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
+            process.wait()
+    if process.returncode != 0:
+        lines = error.strip().splitlines()
+        raise ReviewError(lines[-1] if lines else "git archive failed")
 
 
 # --- the model of a review -------------------------------------------------------------------
@@ -388,6 +422,8 @@ def _expectations(root: Path) -> dict[str, list[tuple[str, str]]]:
     for rule in load_rules(root).rules:
         for kind in ("match", "clean"):
             for log in rule["tests"][kind]:
+                if PurePosixPath(log).is_absolute() or ".." in PurePosixPath(log).parts:
+                    continue  # outside the repository: compile reports it, review reads only inside
                 pair = (kind, rule["entry"])
                 if pair not in expect.setdefault(log, []):
                     expect[log].append(pair)
