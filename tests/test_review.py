@@ -240,3 +240,22 @@ def test_the_base_tree_holds_no_link_out_of_it(tmp_path):
         assert not (base / "tests" / "logs" / "alpha" / "link.log").exists()
         assert not (base / "unrelated.bin").exists()  # only the knowledge base is read
     assert not base.exists()
+
+
+def test_review_of_a_knowledge_base_in_a_subfolder_against_origin_main(tmp_path, capsys):
+    """--root inside a larger repository, and a clone that has origin/main but no main."""
+    origin = tmp_path / "origin"
+    kb = scratch_repo(origin / "kb")  # then made a folder of a larger repository:
+    shutil.rmtree(kb / ".git")
+    git(origin, "init", "-q", "-b", "main")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "base")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    git(clone, "checkout", "-q", "-b", "change")
+    git(clone, "branch", "-q", "-D", "main")
+    plant_rule_that_steals_alpha_log(clone / "kb")
+    assert main(["review", "--root", str(clone / "kb")]) == 1
+    text = capsys.readouterr().out
+    assert "| `beta-broad` | `beta` | added | passes its 2 regression log(s) |" in text
+    assert "**broken**: its entry `alpha` was the first finding on the base; now `beta` is" in text

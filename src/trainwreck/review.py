@@ -71,10 +71,17 @@ def resolve_ref(root: Path, ref: str) -> str:
     """The commit REF names, or ReviewError."""
     if ref.startswith("-"):
         raise ReviewError(f"'{ref}' is not a git ref")
-    try:
-        return _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").decode().strip()
-    except ReviewError:
-        raise ReviewError(f"'{ref}' names no commit in {root}") from None
+    # A clone made for CI or from a fork often has origin/main but no local main.
+    for candidate in (ref, f"origin/{ref}") if "/" not in ref else (ref,):
+        try:
+            return (
+                _git(root, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}")
+                .decode()
+                .strip()
+            )
+        except ReviewError:
+            continue
+    raise ReviewError(f"'{ref}' names no commit in {root}")
 
 
 # What a review reads from the base: everything else in the repository is left out of the archive.
@@ -103,21 +110,25 @@ def _safe(member: tarfile.TarInfo) -> bool:
 def base_tree(root: Path, commit: str) -> Iterator[Path]:
     """The knowledge base at `commit`, unpacked into a temporary folder for the duration
     (streamed from `git archive`, so a large repository is never held in memory)."""
-    present = set(
-        _git(root, "ls-tree", "--name-only", commit).decode("utf-8", "replace").split("\n")
-    )
+    # --root may be a folder inside the repository: read the same folder at the base.
+    # (git ls-tree and git archive run from the top level: in a subfolder they filter by it.)
+    prefix = _git(root, "rev-parse", "--show-prefix").decode("utf-8", "replace").strip()
+    top = Path(_git(root, "rev-parse", "--show-toplevel").decode("utf-8", "replace").strip())
+    tree = f"{commit}:{prefix.rstrip('/')}" if prefix else commit
+    listing = _git(top, "ls-tree", "--name-only", tree).decode("utf-8", "replace")
+    present = set(listing.split("\n"))
     wanted = [name for name in KNOWLEDGE_BASE if name in present]
     folder = Path(tempfile.mkdtemp(prefix="trainwreck-review-"))
     try:
         if wanted:
-            _extract(root, commit, wanted, folder)
+            _extract(top, tree, wanted, folder)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _extract(root: Path, commit: str, paths: list[str], folder: Path) -> None:
-    command = ["git", "-C", str(root), "archive", "--format=tar", commit, "--", *paths]
+def _extract(root: Path, tree: str, paths: list[str], folder: Path) -> None:
+    command = ["git", "-C", str(root), "archive", "--format=tar", tree, "--", *paths]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         assert process.stdout is not None
         try:
@@ -130,7 +141,7 @@ def _extract(root: Path, commit: str, paths: list[str], folder: Path) -> None:
                     else:
                         archive.extract(member, folder)
         except tarfile.TarError as exc:
-            raise ReviewError(f"cannot read git archive of {commit[:12]}: {exc}") from None
+            raise ReviewError(f"cannot read git archive of {tree[:12]}: {exc}") from None
         finally:
             process.stdout.close()
             error = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
