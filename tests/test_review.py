@@ -259,3 +259,12 @@ def test_review_of_a_knowledge_base_in_a_subfolder_against_origin_main(tmp_path,
     text = capsys.readouterr().out
     assert "| `beta-broad` | `beta` | added | passes its 2 regression log(s) |" in text
     assert "**broken**: its entry `alpha` was the first finding on the base; now `beta` is" in text
+
+
+def test_contributed_names_cannot_break_out_of_the_markdown(tmp_path, capsys):
+    root = scratch_repo(tmp_path / "kb")
+    (root / "entries" / "x|`<img src=y>`.yaml").write_text("id: [unclosed\n")
+    assert main(["review", "--root", str(root)]) == 1
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| `x"))
+    assert row == "| `x\\|'<img src=y>'` | added | **1 error(s)** |"

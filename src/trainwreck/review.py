@@ -177,7 +177,7 @@ class RuleResult:
     id: str
     entry: str
     file: str
-    change: str  # added | changed | removed | logs-changed | unchanged
+    change: str  # added | changed | removed | logs-changed | entry-changed | unchanged
     problems: list[Problem] = field(default_factory=list)
     tests: int = 0
     broken_on_base: bool = False
@@ -232,16 +232,18 @@ class Review:
     @property
     def broken(self) -> list[str]:
         """One line per broken verdict."""
-        out = [f"entry `{e.id}`: {len(e.errors)} check error(s)" for e in self.entries if e.errors]
+        out = [
+            f"entry {_code(e.id)}: {len(e.errors)} check error(s)" for e in self.entries if e.errors
+        ]
         out += [f"check: {_problem_text(p)}" for p in self.other_check_errors]
         out += [
-            f"rule `{r.id}`: {len(r.problems)} problem(s) in validation or regression logs"
+            f"rule {_code(r.id)}: {len(r.problems)} problem(s) in validation or regression logs"
             for r in self.rules
             if r.change != "removed" and r.problems and not r.broken_on_base
         ]
-        out += [f"log `{d.path}`: {why}" for d in self.logs for why in d.broken]
+        out += [f"log {_code(d.path)}: {why}" for d in self.logs for why in d.broken]
         out += [
-            f"notebook `{n.id}`: {n.status}"
+            f"notebook {_code(n.id)}: {n.status}"
             for n in self.notebooks
             if n.kind == "failed" and n.change != "removed"
         ]
@@ -460,16 +462,16 @@ def _broken_reasons(
     reasons = []
     for kind, entry in expect:
         if kind == "match" and base[:1] == [entry] and head[:1] != [entry]:
-            now = f"`{head[0]}` is" if head else "nothing is"
-            reasons.append(f"its entry `{entry}` was the first finding on the base; now {now}")
+            now = f"{_code(head[0])} is" if head else "nothing is"
+            reasons.append(f"its entry {_code(entry)} was the first finding on the base; now {now}")
         elif kind == "match" and entry in base and entry not in head:
-            reasons.append(f"its entry `{entry}` is no longer found")
+            reasons.append(f"its entry {_code(entry)} is no longer found")
         elif kind == "clean" and entry not in base and entry in head:
-            reasons.append(f"clean log of `{entry}` now gets `{entry}`")
+            reasons.append(f"clean log of {_code(entry)} now gets {_code(entry)}")
         elif kind == "broken" and entry in base and entry not in head:
-            reasons.append(f"the recorded broken run is no longer diagnosed as `{entry}`")
+            reasons.append(f"the recorded broken run is no longer diagnosed as {_code(entry)}")
         elif kind == "fixed" and not base and head:
-            reasons.append(f"the recorded fixed run now gets `{head[0]}`")
+            reasons.append(f"the recorded fixed run now gets {_code(head[0])}")
     return reasons
 
 
