@@ -4,6 +4,10 @@ Writes entries/<id>.yaml (every section present, each one a TODO that `trainwrec
 rejects until it is filled), rules/<id>.yaml (a rule skeleton that `trainwreck compile` rejects
 until it is filled) and notebooks/<id>.ipynb (the parameters cell and a markdown outline of the
 steps every reproduction takes). Existing files are never overwritten.
+
+`trainwreck new --pack NAME` writes NAME/, a repository for a team's private rules: a
+pyproject.toml whose [tool.trainwreck.pack] names the wheel `trainwreck compile` builds, empty
+rules/, entries/ and tests/logs/, a CI workflow and a README with the loop.
 """
 
 from __future__ import annotations
