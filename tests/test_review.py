@@ -268,3 +268,24 @@ def test_contributed_names_cannot_break_out_of_the_markdown(tmp_path, capsys):
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.startswith("| `x"))
     assert row == "| `x\\|'<img src=y>'` | added | **1 error(s)** |"
+
+
+def test_a_log_one_rule_of_an_entry_matches_is_not_clean_for_that_entry(tmp_path):
+    from trainwreck.review import _expectations
+
+    root = scratch_repo(tmp_path / "kb")
+    other = (
+        (root / "rules" / "alpha-line.yaml")
+        .read_text()
+        .replace("id: alpha-line", "id: alpha-other")
+    )
+    other = other.replace(
+        "match: [tests/logs/alpha/broken.log]", "match: [tests/logs/alpha/other.log]"
+    )
+    other = other.replace(
+        "clean: [tests/logs/alpha/healthy.log]", "clean: [tests/logs/alpha/broken.log]"
+    )
+    (root / "rules" / "alpha-other.yaml").write_text(other)
+    expect = _expectations(root)
+    assert expect["tests/logs/alpha/broken.log"] == [("match", "alpha")]
+    assert expect["tests/logs/alpha/healthy.log"] == [("clean", "alpha")]
