@@ -1,0 +1,106 @@
+"""One bad input never takes down a run (issue 10): hostile entries, rules and regression logs
+given to check, compile and diagnose in a checkout. Each is one located problem for its file,
+never a traceback, and the rest of the repository still works."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_compile_cli import make_repo
+
+from trainwreck.check import check_entries
+from trainwreck.cli import main
+from trainwreck.model import DocumentError, parse_yaml
+
+HOSTILE_ENTRIES = {
+    "recursive-alias": "a: &a [*a]\n",
+    "deep-nesting": "a: " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "huge-integer": "a: " + "9" * 5000 + "\n",
+    "unknown-tag": "a: !foo x\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ENTRIES))
+def test_hostile_yaml_is_one_problem_at_its_line(case: str) -> None:
+    with pytest.raises(DocumentError) as raised:
+        parse_yaml(HOSTILE_ENTRIES[case], f"entries/{case}.yaml")
+    problem = raised.value.problem
+    assert (problem.file, problem.line) == (f"entries/{case}.yaml", 1)
+    assert problem.column > 1
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ENTRIES))
+def test_compile_check_and_diagnose_survive_a_hostile_entry(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "entries" / "hostile.yaml").write_text(HOSTILE_ENTRIES[case])
+
+    assert main(["compile", "--root", str(repo), "--no-wheel"]) == 0
+    assert "compiled 1 rules for 1 entries" in capsys.readouterr().out
+
+    problems, _ = check_entries(repo, [repo / "entries" / "hostile.yaml"])
+    assert [(p.file, p.line) for p in problems] == [("entries/hostile.yaml", 1)]
+
+    log = tmp_path / "run.log"
+    log.write_text("[rank1]: DemoError: widget exploded after 2 s\n")
+    code = main(["diagnose", "--root", str(repo), "--no-installed", "--format", "json", str(log)])
+    assert code == 1
+    assert [f["entry"] for f in json.loads(capsys.readouterr().out)["findings"]] == [
+        "demo-failure"
+    ]
+
+
+def test_many_unary_minus_signs_are_a_condition_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path / "repo", condition="boom.t > " + "-" * 3900 + "1")
+    assert main(["compile", "--root", str(repo), "--no-wheel"]) == 1
+    err = capsys.readouterr().err
+    assert "rules/demo-boom.yaml:" in err and "condition nests deeper than" in err
+    assert "Traceback" not in err
+
+
+def test_long_sums_are_a_condition_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path / "repo", condition="boom.t > 0" + "+1" * 1900)
+    assert main(["compile", "--root", str(repo), "--no-wheel"]) == 1
+    err = capsys.readouterr().err
+    assert "condition nests deeper than" in err
+    assert "Traceback" not in err
+
+
+def _point_match_log_at(repo: Path, target: str) -> None:
+    rule = repo / "rules" / "demo-boom.yaml"
+    rule.write_text(rule.read_text().replace("match: [tests/logs/demo/boom.log]", f"match: ['{target}']"))
+
+
+@pytest.mark.parametrize(
+    "target", ["../outside.log", "{outside}", "tests/../../outside.log", "tests/logs/demo/link.log"]
+)
+def test_regression_logs_are_confined_to_tests(
+    tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    outside = tmp_path / "outside.log"
+    outside.write_text("[rank2]: DemoError: widget exploded after 1.5 s\n")  # would match
+    os.symlink(outside, repo / "tests" / "logs" / "demo" / "link.log")
+    _point_match_log_at(repo, target.format(outside=outside))
+    assert main(["compile", "--root", str(repo), "--no-wheel"]) == 1
+    err = capsys.readouterr().err
+    assert "rules/demo-boom.yaml:" in err
+    assert "must be a regular file under tests/ of the repository" in err
+
+
+def test_a_fifo_as_regression_log_is_refused_without_opening_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    os.mkfifo(repo / "tests" / "logs" / "demo" / "fifo.log")  # no writer: opening would hang
+    _point_match_log_at(repo, "tests/logs/demo/fifo.log")
+    assert main(["compile", "--root", str(repo), "--no-wheel"]) == 1
+    assert "must be a regular file under tests/ of the repository" in capsys.readouterr().err
