@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,7 @@ def test_compile_check_and_diagnose_survive_a_hostile_entry(
     log.write_text("[rank1]: DemoError: widget exploded after 2 s\n")
     code = main(["diagnose", "--root", str(repo), "--no-installed", "--format", "json", str(log)])
     assert code == 1
-    assert [f["entry"] for f in json.loads(capsys.readouterr().out)["findings"]] == [
-        "demo-failure"
-    ]
+    assert [f["entry"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["demo-failure"]
 
 
 def test_many_unary_minus_signs_are_a_condition_error(
@@ -76,7 +75,9 @@ def test_long_sums_are_a_condition_error(
 
 def _point_match_log_at(repo: Path, target: str) -> None:
     rule = repo / "rules" / "demo-boom.yaml"
-    rule.write_text(rule.read_text().replace("match: [tests/logs/demo/boom.log]", f"match: ['{target}']"))
+    rule.write_text(
+        rule.read_text().replace("match: [tests/logs/demo/boom.log]", f"match: ['{target}']")
+    )
 
 
 @pytest.mark.parametrize(
@@ -104,3 +105,35 @@ def test_a_fifo_as_regression_log_is_refused_without_opening_it(
     _point_match_log_at(repo, "tests/logs/demo/fifo.log")
     assert main(["compile", "--root", str(repo), "--no-wheel"]) == 1
     assert "must be a regular file under tests/ of the repository" in capsys.readouterr().err
+
+
+CHECK_CASES = Path(__file__).resolve().parent / "check_cases"
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_check_never_opens_a_notebook_outside_notebooks(tmp_path: Path, how: str) -> None:
+    repo = tmp_path / "repo"
+    (repo / "entries").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    shutil.copytree(Path(__file__).resolve().parents[1] / "schemas", repo / "schemas")
+    outside = tmp_path / "secret.ipynb"
+    outside.write_text("not json: the contents of a file outside the repository")
+    named = {"dotdot": "../secret.ipynb", "absolute": str(outside)}.get(
+        how, "notebooks/base-entry.ipynb"
+    )
+    if how == "symlink":
+        os.symlink(outside, repo / "notebooks" / "base-entry.ipynb")
+    text = (CHECK_CASES / "base-entry.yaml").read_text()
+    text = text.replace(
+        "  not_reproducible: It is a test fixture, not a failure.",
+        f"  notebook: '{named}'\n  device: cpu",
+    )
+    (repo / "entries" / "base-entry.yaml").write_text(text)
+    problems, _ = check_entries(repo, [repo / "entries" / "base-entry.yaml"])
+    messages = [str(p) for p in problems]
+    assert any(
+        m.startswith("entries/base-entry.yaml:49:")
+        and f"notebook {named} must be a regular file in notebooks/" in m
+        for m in messages
+    ), messages
+    assert not any("JSON" in m or "secret" in m.split(":", 1)[0] for m in messages), messages

@@ -96,7 +96,12 @@ def discover(root: Path, ids: Iterable[str] | None = None) -> list[Target]:
             )
             continue
         notebook = str(reproduction.get("notebook") or f"notebooks/{entry.id}.ipynb")
-        device = str(reproduction.get("device") or _notebook_device(root / notebook))
+        try:
+            device = str(
+                reproduction.get("device") or _notebook_device(notebook_file(root, notebook))
+            )
+        except ValueError:  # _run_one reports it
+            device = "cpu"
         targets[entry.id] = Target(entry.id, notebook, device, reproduction)
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         if path.stem not in targets:
@@ -113,6 +118,30 @@ def discover(root: Path, ids: Iterable[str] | None = None) -> list[Target]:
             raise ReproduceError(f"unknown id {', '.join(map(repr, unknown))} (known: {known})")
         return [targets[i] for i in wanted]
     return [targets[i] for i in sorted(targets)]
+
+
+def notebook_file(root: Path, notebook: str) -> Path:
+    """The notebook an entry names, resolved and confined to the repository's notebooks/ folder,
+    before anything opens it: an entry comes from a pull request, and neither `..`, an absolute
+    path nor a symlink may make check parse (or reproduce run) a file from elsewhere. Raises
+    ValueError with the reason."""
+    folder = (Path(root) / "notebooks").resolve()
+    try:
+        resolved = (Path(root) / notebook).resolve(strict=True)
+    except FileNotFoundError:
+        raise ValueError(f"notebook {notebook} does not exist") from None
+    except (OSError, RuntimeError):  # a symlink loop, an unreadable folder
+        resolved = None
+    if (
+        Path(notebook).is_absolute()
+        or resolved is None
+        or not resolved.is_relative_to(folder)
+        or not resolved.is_file()
+    ):
+        raise ValueError(
+            f"notebook {notebook} must be a regular file in notebooks/ of the repository"
+        )
+    return resolved
 
 
 def _notebook_device(path: Path) -> str:
@@ -186,9 +215,10 @@ def notebook_problems(entry: Entry, root: Path) -> list[Problem]:
                 "reproduction.not_reproducible with the reason",
             )
         ]
-    path = root / str(notebook)
-    if not path.is_file():
-        return [doc.problem(("reproduction", "notebook"), f"notebook {notebook} does not exist")]
+    try:
+        path = notebook_file(root, str(notebook))
+    except ValueError as exc:
+        return [doc.problem(("reproduction", "notebook"), str(exc))]
     display = display_path(path, root)
     problems: list[Problem] = []
     try:
@@ -982,8 +1012,8 @@ async def _run_one(
 ) -> Record:
     if target.not_reproducible is not None:
         return _base_record(target, layout, "not-reproducible", None)
-    path = layout.root / target.notebook
     try:
+        path = notebook_file(layout.root, target.notebook)
         notebook = _read_notebook_json(path)
     except (OSError, ValueError) as exc:
         record = _base_record(target, layout, "failed", None)
