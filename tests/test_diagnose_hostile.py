@@ -291,3 +291,13 @@ def test_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
     assert dg.EXIT_CODES_HELP in help_text
     readme = " ".join((REPO / "README.md").read_text().split())
     assert dg.EXIT_CODES_HELP in readme
+
+
+def test_detector_evidence_read_back_stops_at_a_lone_cr(tmp_path: Path, rules: RuleSet) -> None:
+    source = REPO / "tests" / "logs" / "python-gc-straggler" / "plain-loop-4ranks"
+    for log in source.iterdir():
+        (tmp_path / log.name).write_bytes(log.read_bytes().replace(b"\n", b"\r"))
+    report = dg.diagnose([str(tmp_path)], rule_set=rules)
+    assert report.entries == ["python-gc-straggler"]
+    texts = [item["text"] for item in report.findings[0]["evidence"]]
+    assert texts and all("\\x0d" not in text and "step_time=" in text for text in texts), texts

@@ -1287,4 +1287,4 @@ def fill_evidence_text(outcomes: list[RuleOutcome], sources: dict[int, Any]) -> 
                     line = handle.readline(MAX_LINE)
             except (OSError, EOFError, zlib.error):
                 continue
-            item.text = evidence_text(line)
+            item.text = evidence_text(line.split(b"\r", 1)[0])  # a lone CR ended the line
