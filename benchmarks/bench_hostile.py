@@ -72,7 +72,9 @@ def bench_probe(seconds: float) -> None:
             steps += 10_000
             if now - last >= 2:
                 last = now
-                print(f"{now - started:5.1f} s: RSS {rss_mb():.0f} MB, {steps / (now - started):,.0f} steps/s")
+                print(
+                    f"{now - started:5.1f} s: RSS {rss_mb():.0f} MB, {steps / (now - started):,.0f} steps/s"
+                )
         probe.close()
     print(f"peak RSS {peak_mb():.0f} MB")
 
