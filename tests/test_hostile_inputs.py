@@ -137,3 +137,18 @@ def test_check_never_opens_a_notebook_outside_notebooks(tmp_path: Path, how: str
         for m in messages
     ), messages
     assert not any("JSON" in m or "secret" in m.split(":", 1)[0] for m in messages), messages
+
+
+def test_a_crash_in_any_command_exits_4_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import trainwreck.check
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.delenv("TRAINWRECK_DEBUG", raising=False)
+    monkeypatch.setattr(trainwreck.check, "run", broken)
+    assert main(["check", "--root", str(tmp_path)]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error (RuntimeError: a bug)" in err
