@@ -429,7 +429,7 @@ def test_double_forked_daemons_are_killed(tmp_path: Path, ending: str) -> None:
         ["import time\nwhile True:\n    time.sleep(1)"] if ending == "times-out" else []
     )
     make_notebook(tmp_path, "daemon", cells)
-    record = by_id(rp.reproduce(tmp_path, cell_timeout=20))["daemon"]
+    record = by_id(rp.reproduce(tmp_path, cell_timeout=10))["daemon"]
     assert record["status"] == ("passed" if ending == "passes" else "failed"), record["error"]
     daemons = _daemons(tmp_path, "daemon")
     assert _wait_dead([pid for pid, _ in daemons]) == []
