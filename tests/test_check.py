@@ -64,6 +64,11 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "url-without-host": [(45, 10, "'https://localhost/page' is not a well-formed http(s) URL")],
     "wrong-type-symptoms": [(13, 3, "symptoms: must be an array, not a mapping")],
     "wrong-type-tags": [(6, 7, "tags: must be an array, not a string")],
+    # hostile YAML: each is one located problem, never a traceback (issue 10)
+    "yaml-deep-nesting": [(8, 206, "document nests deeper than 200 levels")],
+    "yaml-huge-integer": [(8, 9, "budget: integer of 5,000 digits; the limit is 100")],
+    "yaml-recursive-alias": [(8, 14, "alias *loop refers to a node that contains it")],
+    "yaml-unknown-tag": [(8, 8, "unknown YAML tag '!foo'")],
 }
 
 

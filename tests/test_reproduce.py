@@ -380,3 +380,70 @@ def test_record_then_serve_recording_without_gpu(
     assert shown["status"] == "recorded-gpu"
     assert shown["source_hash"] == ran["source_hash"]
     assert shown["evidence"]["logs"]["broken"] == ["recordings/gpu-thing/broken/rank0.log"]
+
+
+# A daemon the way servers start one: fork, new session, fork again; the grandchild is re-parented
+# away from the kernel's tree and process group, and holds a listening port.
+DAEMON_CELL = """
+    import os, pathlib, subprocess, sys
+    pathlib.Path(evidence_dir).mkdir(parents=True, exist_ok=True)
+    daemon = (
+        "import os, socket, sys, time\\n"
+        "os.setsid()\\n"
+        "if os.fork():\\n"
+        "    os._exit(0)\\n"
+        "server = socket.socket()\\n"
+        "server.bind(('127.0.0.1', 0))\\n"
+        "server.listen()\\n"
+        "open(sys.argv[1], 'w').write(f'{os.getpid()} {server.getsockname()[1]}')\\n"
+        "time.sleep(600)\\n"
+    )
+    for name, env in (("kept", None), ("cleared", {"PATH": os.environ.get("PATH", "")})):
+        out = pathlib.Path(evidence_dir, name)
+        subprocess.run([sys.executable, "-c", daemon, str(out)], env=env, check=True)
+        for _ in range(100):
+            if out.exists() and out.read_text():
+                break
+            __import__("time").sleep(0.1)
+"""
+
+
+def _daemons(root: Path, name: str) -> list[tuple[int, int]]:
+    found = []
+    for which in ("kept", "cleared"):
+        pid, port = (root / "build/evidence" / name / which).read_text().split()
+        found.append((int(pid), int(port)))
+    return found
+
+
+def _wait_dead(pids: list[int], seconds: float = 10) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not all(_dead(pid) for pid in pids):
+        time.sleep(0.2)
+    return [pid for pid in pids if not _dead(pid)]
+
+
+@pytest.mark.parametrize("ending", ["passes", "times-out"])
+def test_double_forked_daemons_are_killed(tmp_path: Path, ending: str) -> None:
+    cells = [DAEMON_CELL] + (
+        ["import time\nwhile True:\n    time.sleep(1)"] if ending == "times-out" else []
+    )
+    make_notebook(tmp_path, "daemon", cells)
+    record = by_id(rp.reproduce(tmp_path, cell_timeout=10))["daemon"]
+    assert record["status"] == ("passed" if ending == "passes" else "failed"), record["error"]
+    daemons = _daemons(tmp_path, "daemon")
+    assert _wait_dead([pid for pid, _ in daemons]) == []
+    for _, port in daemons:  # the port is free again
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))
+
+
+def test_reaping_restores_the_sub_reaper_setting() -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_CHILD_SUBREAPER is Linux only")
+    assert rp._child_subreaper(False) is not None  # supported here; now off
+    with rp.reaping():
+        assert rp._child_subreaper(True) is True  # was on inside
+    assert rp._child_subreaper(False) is False  # and off again after

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from trainwreck import __version__
+
+# Exit status of any command that crashed (diagnose documents the same code): never 1, which
+# check, compile and diagnose use for "problems / findings found".
+EXIT_INTERNAL_ERROR = 4
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -71,3 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug must not exit 1, which means "problems/findings found"
+        if os.environ.get("TRAINWRECK_DEBUG"):
+            raise
+        print(
+            f"trainwreck {known.command}: internal error ({type(exc).__name__}: {exc}); "
+            "set TRAINWRECK_DEBUG=1 for the traceback and please report it",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR

@@ -16,6 +16,7 @@ import glob
 import json
 import math
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,17 @@ from trainwreck.rules.detectors import rank_sort_key
 
 FORMATS = ("text", "json", "markdown")
 
+# Exit status. A crash must never look like "findings" (1) to a script or CI gate.
+EXIT_NOTHING_FOUND = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_NOTHING_READ = 3
+EXIT_INTERNAL_ERROR = 4
+EXIT_CODES_HELP = (
+    "exit status: 0 when nothing is found, 1 with findings, 2 on usage errors, "
+    "3 when no input could be read, 4 on an internal error"
+)
+
 
 class UsageError(Exception):
     pass
@@ -39,6 +51,7 @@ class Report:
     skipped: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    nothing_read: bool = False  # every input was unreadable (exit EXIT_NOTHING_READ)
 
     def to_json(self) -> dict[str, Any]:
         return {"findings": self.findings, "skipped": self.skipped, "stats": self.stats}
@@ -55,11 +68,40 @@ class Report:
 # --- inputs -------------------------------------------------------------------------------------
 
 
-def expand_inputs(paths: list[str]) -> tuple[list[tuple[str, Any]], list[str]]:
-    """(display, source) for every file to read, and the arguments that named nothing."""
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _special_kind(path: str) -> str | None:
+    """What a path found inside a folder is when it is not a regular file (opening a FIFO with no
+    writer would wait forever); None for regular files and for paths stat cannot read (the
+    engine reports those as unreadable)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return kind
+    return None
+
+
+def expand_inputs(
+    paths: list[str], skipped: list[eng.Skipped] | None = None
+) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(display, source) for every file to read, and the arguments that named nothing.
+
+    Inside folders and globs, special files (FIFOs, sockets, devices) and unreadable folders are
+    left out and added to `skipped`; a special file named as an argument (`<(zcat x.gz)`) is read
+    as a stream."""
     inputs: list[tuple[str, Any]] = []
     missing: list[str] = []
     seen: set[str] = set()
+    skipped = [] if skipped is None else skipped
 
     def add(display: str, source: Any) -> None:
         key = os.path.realpath(source) if isinstance(source, str) and source != "-" else display
@@ -68,26 +110,38 @@ def expand_inputs(paths: list[str]) -> tuple[list[tuple[str, Any]], list[str]]:
         seen.add(key)
         inputs.append((display, source))
 
+    def add_found(full: str) -> None:
+        kind = _special_kind(full)
+        if kind is None:
+            add(full, full)
+        else:
+            skipped.append(eng.Skipped(full, f"not a regular file ({kind}); skipped"))
+
+    def unreadable(error: OSError) -> None:
+        where = error.filename if error.filename is not None else "?"
+        skipped.append(
+            eng.Skipped(str(where), f"unreadable folder: {error.strerror or error}", True)
+        )
+
     for item in paths:
         if item == "-":
             add("<stdin>", "-")
             continue
         path = Path(item)
         if path.is_dir():
-            for folder, dirs, files in os.walk(path):
+            for folder, dirs, files in os.walk(path, onerror=unreadable):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
                     if name.startswith("."):
                         continue
-                    full = os.path.join(folder, name)
-                    add(full, full)
+                    add_found(os.path.join(folder, name))
         elif path.is_file():
             add(item, item)
         elif any(ch in item for ch in "*?["):
             matches = sorted(glob.glob(item, recursive=True))
-            files = [m for m in matches if os.path.isfile(m)]
+            files = [m for m in matches if not os.path.isdir(m)]
             for folder in (m for m in matches if os.path.isdir(m)):
-                for sub, dirs, names in os.walk(folder):
+                for sub, dirs, names in os.walk(folder, onerror=unreadable):
                     dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                     files.extend(
                         os.path.join(sub, n) for n in sorted(names) if not n.startswith(".")
@@ -95,7 +149,7 @@ def expand_inputs(paths: list[str]) -> tuple[list[tuple[str, Any]], list[str]]:
             if not files:
                 missing.append(item)
             for match in files:
-                add(match, match)
+                add_found(match)
         elif path.exists():
             add(item, item)  # a FIFO or device: read as a stream
         else:
@@ -297,10 +351,11 @@ def diagnose(
         raise UsageError(
             "no rules to run: install a rule pack (the wheel `trainwreck compile` writes to dist/), run in a checkout, or pass --rules"
         )
-    inputs, missing = expand_inputs(paths)
+    skipped_inputs: list[eng.Skipped] = []
+    inputs, missing = expand_inputs(paths, skipped_inputs)
     if missing:
         raise UsageError("no such file or folder: " + ", ".join(missing))
-    if not inputs:
+    if not inputs and not any(s.unread for s in skipped_inputs):
         raise UsageError("no log files to read")
     warnings = list(rule_set.warnings)
     selected = _usable(selected, warnings)
@@ -308,6 +363,7 @@ def diagnose(
         raise UsageError("no usable rules (see the warnings)")
     engine = eng.Engine(selected)
     scan = engine.scan(inputs, jobs=jobs)
+    scan.skipped[:0] = skipped_inputs
     outcomes = []
     for run in scan.runs:
         try:
@@ -321,6 +377,7 @@ def diagnose(
     findings = build_findings(fired, scan, rule_set.entries)
     skipped = [{"file": s.file, "reason": s.reason} for s in _dedupe(scan.skipped)]
     elapsed = time.perf_counter() - started
+    unread = {s.file for s in scan.skipped if s.unread}
     stats = {
         "files": len(scan.files),
         "lines": scan.lines,
@@ -329,7 +386,9 @@ def diagnose(
         "rules": len(selected),
         "rule_sources": rule_set.sources,
     }
-    return Report(findings, skipped, warnings, stats)
+    report = Report(findings, skipped, warnings, stats)
+    report.nothing_read = all(f in unread for f in scan.files)
+    return report
 
 
 def _usable(rules: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
@@ -368,6 +427,16 @@ def _pct(value: float) -> str:
     return f"{value:.2f}"
 
 
+# A file name can hold any byte but / and NUL: shown on a terminal, ESC sequences, newlines or C1
+# controls in it would be replayed or forge report lines. Escaped like log text.
+_NAME_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+
+
+def shown_name(name: str) -> str:
+    """A file name as printed in text and Markdown reports: control characters escaped."""
+    return name.translate(_NAME_ESCAPES)
+
+
 def format_text(report: Report) -> str:
     stats = report.stats
     lines: list[str] = []
@@ -378,7 +447,9 @@ def format_text(report: Report) -> str:
         f"{stats.get('rules', 0)} rules"
     )
     lines.append(head)
-    if not report.findings:
+    if report.nothing_read:
+        lines.append("No input could be read (see Skipped).")
+    elif not report.findings:
         lines.append("No known failure found.")
     for finding in report.findings:
         lines.append("")
@@ -398,7 +469,7 @@ def format_text(report: Report) -> str:
         if finding["evidence"]:
             lines.append("   evidence:")
             for item in finding["evidence"]:
-                lines.append(f"     {item['file']}:{item['line']}: {item['text']}")
+                lines.append(f"     {shown_name(item['file'])}:{item['line']}: {item['text']}")
         if finding["root_cause"]:
             lines.append(f"   root cause: {finding['root_cause']}")
         fix = finding["fix"]
@@ -418,7 +489,7 @@ def format_text(report: Report) -> str:
         lines.append("")
         lines.append("Skipped:")
         for item in report.skipped:
-            lines.append(f"  {item['file']}: {item['reason']}")
+            lines.append(f"  {shown_name(item['file'])}: {item['reason']}")
     return "\n".join(lines) + "\n"
 
 
@@ -432,7 +503,9 @@ def format_markdown(report: Report) -> str:
     out.append(
         f"{len(report.findings)} finding(s) in {stats.get('files', 0)} file(s), {stats.get('lines', 0):,} lines."
     )
-    if not report.findings:
+    if report.nothing_read:
+        out += ["", "No input could be read (see Skipped)."]
+    elif not report.findings:
         out += ["", "No known failure found."]
     for finding in report.findings:
         out += ["", f"## {finding['rank']}. {finding['title']}", ""]
@@ -453,7 +526,7 @@ def format_markdown(report: Report) -> str:
             out += ["", "| file:line | text |", "|---|---|"]
             for item in finding["evidence"]:
                 out.append(
-                    f"| `{_md(item['file'])}:{item['line']}` | `{_md(item['text'][:200])}` |"
+                    f"| `{_md(shown_name(item['file']))}:{item['line']}` | `{_md(item['text'][:200])}` |"
                 )
         fix = finding["fix"]
         if fix.get("title"):
@@ -469,7 +542,7 @@ def format_markdown(report: Report) -> str:
             ]
     if report.skipped:
         out += ["", "## Skipped", ""] + [
-            f"- `{_md(s['file'])}`: {s['reason']}" for s in report.skipped
+            f"- `{_md(shown_name(s['file']))}`: {s['reason']}" for s in report.skipped
         ]
     return "\n".join(out) + "\n"
 
@@ -486,6 +559,7 @@ def render(report: Report, fmt: str) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_CODES_HELP + "."
     parser.add_argument(
         "paths",
         nargs="+",
@@ -527,12 +601,25 @@ def run(args: argparse.Namespace) -> int:
             only=set(args.rule) if args.rule else None,
             jobs=args.jobs,
         )
+        for warning in report.warnings:
+            print(f"trainwreck: warning: {warning}", file=sys.stderr)
+        report.findings = [f for f in report.findings if f["confidence"] >= args.min_confidence]
+        text = render(report, args.format)
     except UsageError as exc:
         print(f"trainwreck: {exc}", file=sys.stderr)
-        return 2
-    for warning in report.warnings:
-        print(f"trainwreck: warning: {warning}", file=sys.stderr)
-    report.findings = [f for f in report.findings if f["confidence"] >= args.min_confidence]
-    sys.stdout.write(render(report, args.format))
+        return EXIT_USAGE
+    except (KeyboardInterrupt, BrokenPipeError, MemoryError):
+        raise
+    except Exception as exc:  # a bug: one line, and never the findings code
+        print(
+            f"trainwreck: internal error while diagnosing ({type(exc).__name__}: {exc}); "
+            "please report it with the command line",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR
+    sys.stdout.write(text)
     sys.stdout.flush()
-    return 1 if report.findings else 0
+    if report.nothing_read:
+        print("trainwreck: no input could be read", file=sys.stderr)
+        return EXIT_NOTHING_READ
+    return EXIT_FINDINGS if report.findings else EXIT_NOTHING_FOUND

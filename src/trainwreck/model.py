@@ -20,6 +20,19 @@ MAX_DOCUMENT_BYTES = 1 << 20
 # Aliases may expand a small file into an enormous tree (a "billion laughs"); bound the
 # expanded node count instead of forbidding anchors outright.
 MAX_EXPANDED_NODES = 200_000
+# PyYAML composes and constructs recursively: a deeper document would exhaust the stack.
+MAX_NESTING = 200
+# An integer longer than this is a mistake or an attack (Python refuses above 4300 digits, and
+# such a number would only reach readers as a wall of digits).
+MAX_INTEGER_DIGITS = 100
+# Explicit tags a hand-written document may use: plain YAML values only, never an object.
+ALLOWED_TAGS = frozenset(
+    {"!"}
+    | {
+        f"tag:yaml.org,2002:{name}"
+        for name in ("str", "int", "float", "bool", "null", "seq", "map")
+    }
+)
 
 SCHEMA_DIR_NAMES = ("schemas",)
 
@@ -102,11 +115,56 @@ def format_path(path: Path_) -> str:
     return out
 
 
+class _Refused(Exception):
+    """A document the loader will not compose (too deep, recursive alias, unknown tag)."""
+
+    def __init__(self, mark: yaml.Mark, message: str):
+        super().__init__(message)
+        self.mark = mark
+        self.message = message
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps dates as the strings the author wrote.
+    """SafeLoader that keeps dates as the strings the author wrote, and refuses, before composing
+    them, nodes nested deeper than MAX_NESTING, aliases to a node that encloses them (a recursive
+    structure no later stage could walk) and tags outside ALLOWED_TAGS.
 
     JSON Schema has no date type; a `created: 2026-11-30` must validate as a string.
     """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._open_anchors: list[str | None] = []
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open_anchors:
+                raise _Refused(
+                    event.start_mark,
+                    f"alias *{event.anchor} refers to a node that contains it "
+                    "(a recursive structure); refusing to load",
+                )
+            return super().compose_node(parent, index)
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag not in ALLOWED_TAGS:
+            raise _Refused(
+                event.start_mark,
+                f"unknown YAML tag '{tag}' (only plain strings, numbers, booleans, lists "
+                "and mappings are allowed)",
+            )
+        if not isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            return super().compose_node(parent, index)
+        if self._depth >= MAX_NESTING:
+            raise _Refused(event.start_mark, f"document nests deeper than {MAX_NESTING} levels")
+        self._depth += 1
+        self._open_anchors.append(event.anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            self._open_anchors.pop()
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -174,6 +232,10 @@ def load_yaml(path: Path, display: str | None = None) -> Document:
 def parse_yaml(text: str, display: str) -> Document:
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
+    except _Refused as exc:
+        raise DocumentError(
+            Problem(display, exc.mark.line + 1, exc.mark.column + 1, "", exc.message)
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -212,14 +274,14 @@ def _check_expansion(root: yaml.Node, display: str) -> None:
             if not first_alias:
                 first_alias.append(node)
             return sizes[key]
-        if depth > 200:
+        if depth > MAX_NESTING:  # through aliases: each alias was checked alone when composed
             raise DocumentError(
                 Problem(
                     display,
                     node.start_mark.line + 1,
                     node.start_mark.column + 1,
                     "",
-                    "document nests deeper than 200 levels",
+                    f"document nests deeper than {MAX_NESTING} levels",
                 )
             )
         sizes[key] = 1  # guards recursive aliases
@@ -251,7 +313,7 @@ _scalar_constructor = _Loader("")
 def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
     document.positions.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
     if isinstance(node, yaml.ScalarNode):
-        return _scalar_constructor.construct_object(node, deep=True)
+        return _scalar(node, path, document)
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(child, (*path, i), document) for i, child in enumerate(node.value)]
     if isinstance(node, yaml.MappingNode):
@@ -294,6 +356,30 @@ def _to_python(node: yaml.Node, path: Path_, document: Document) -> Any:
         document.positions.pop((*path, "<key>"), None)
         return result
     raise DocumentError(Problem(document.file, 1, 1, format_path(path), "unsupported YAML node"))
+
+
+def _scalar(node: yaml.ScalarNode, path: Path_, document: Document) -> Any:
+    line, column = node.start_mark.line + 1, node.start_mark.column + 1
+    if node.tag == "tag:yaml.org,2002:int":
+        digits = sum(ch.isalnum() for ch in node.value)
+        if digits > MAX_INTEGER_DIGITS:
+            raise DocumentError(
+                Problem(
+                    document.file,
+                    line,
+                    column,
+                    format_path(path),
+                    f"integer of {digits:,} digits; the limit is {MAX_INTEGER_DIGITS} "
+                    "(quote it to keep it as text)",
+                )
+            )
+    try:
+        return _scalar_constructor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, OverflowError) as exc:
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise DocumentError(
+            Problem(document.file, line, column, format_path(path), f"unreadable value: {reason}")
+        ) from None
 
 
 # --- schemas -------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,12 @@ def discover(root: Path, ids: Iterable[str] | None = None) -> list[Target]:
             )
             continue
         notebook = str(reproduction.get("notebook") or f"notebooks/{entry.id}.ipynb")
-        device = str(reproduction.get("device") or _notebook_device(root / notebook))
+        try:
+            device = str(
+                reproduction.get("device") or _notebook_device(notebook_file(root, notebook))
+            )
+        except ValueError:  # _run_one reports it
+            device = "cpu"
         targets[entry.id] = Target(entry.id, notebook, device, reproduction)
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         if path.stem not in targets:
@@ -113,6 +119,30 @@ def discover(root: Path, ids: Iterable[str] | None = None) -> list[Target]:
             raise ReproduceError(f"unknown id {', '.join(map(repr, unknown))} (known: {known})")
         return [targets[i] for i in wanted]
     return [targets[i] for i in sorted(targets)]
+
+
+def notebook_file(root: Path, notebook: str) -> Path:
+    """The notebook an entry names, resolved and confined to the repository's notebooks/ folder,
+    before anything opens it: an entry comes from a pull request, and neither `..`, an absolute
+    path nor a symlink may make check parse (or reproduce run) a file from elsewhere. Raises
+    ValueError with the reason."""
+    folder = (Path(root) / "notebooks").resolve()
+    try:
+        resolved = (Path(root) / notebook).resolve(strict=True)
+    except FileNotFoundError:
+        raise ValueError(f"notebook {notebook} does not exist") from None
+    except (OSError, RuntimeError):  # a symlink loop, an unreadable folder
+        resolved = None
+    if (
+        Path(notebook).is_absolute()
+        or resolved is None
+        or not resolved.is_relative_to(folder)
+        or not resolved.is_file()
+    ):
+        raise ValueError(
+            f"notebook {notebook} must be a regular file in notebooks/ of the repository"
+        )
+    return resolved
 
 
 def _notebook_device(path: Path) -> str:
@@ -186,9 +216,10 @@ def notebook_problems(entry: Entry, root: Path) -> list[Problem]:
                 "reproduction.not_reproducible with the reason",
             )
         ]
-    path = root / str(notebook)
-    if not path.is_file():
-        return [doc.problem(("reproduction", "notebook"), f"notebook {notebook} does not exist")]
+    try:
+        path = notebook_file(root, str(notebook))
+    except ValueError as exc:
+        return [doc.problem(("reproduction", "notebook"), str(exc))]
     display = display_path(path, root)
     problems: list[Problem] = []
     try:
@@ -495,10 +526,19 @@ def _base_record(target: Target, layout: Layout, status: str, digest: str | None
 # --- process cleanup -----------------------------------------------------------------------------
 
 
-def kill_tree(pid: int | None, pgid: int | None = None) -> list[int]:
-    """SIGKILL a process, all its descendants and its process group; returns the pids hit.
+# Set in each kernel's environment, and so inherited by everything the notebook starts: a
+# process that double-forks into its own session leaves the kernel's tree and process group, but
+# still carries the token.
+TOKEN_VARIABLE = "TRAINWRECK_REPRODUCE_TOKEN"
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
-    Descendants are collected before anything is killed (a killed parent's children are
+
+def kill_tree(pid: int | None, pgid: int | None = None, token: str | None = None) -> list[int]:
+    """SIGKILL a process, all its descendants, its process group, and every process of this user
+    whose environment carries `token` (a daemon the notebook started); returns the pids hit.
+
+    Everything is collected before anything is killed (a killed parent's children are
     re-parented and could no longer be found through it)."""
     killed: list[int] = []
     procs: list[Any] = []
@@ -506,12 +546,15 @@ def kill_tree(pid: int | None, pgid: int | None = None) -> list[int]:
         import psutil
     except ImportError:  # repro extra not installed: the process group still goes
         psutil = None
-    if pid and psutil is not None:
-        try:
-            parent = psutil.Process(pid)
-            procs = [*parent.children(recursive=True), parent]
-        except psutil.Error:
-            procs = []
+    if psutil is not None:
+        if pid:
+            try:
+                parent = psutil.Process(pid)
+                procs = [*parent.children(recursive=True), parent]
+            except psutil.Error:
+                procs = []
+        if token:
+            procs += [p for p in _carrying(psutil, token) if p not in procs]
         for proc in procs:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
@@ -520,8 +563,71 @@ def kill_tree(pid: int | None, pgid: int | None = None) -> list[int]:
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
     if psutil is not None and procs:
-        psutil.wait_procs(procs, timeout=5)
+        psutil.wait_procs(procs, timeout=5)  # also reaps those re-parented to this process
     return killed
+
+
+def _carrying(psutil: Any, token: str) -> list[Any]:
+    """This user's processes whose environment holds the token (others' cannot be read)."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.environ().get(TOKEN_VARIABLE) == token:
+                found.append(proc)
+    return found
+
+
+def _child_subreaper(on: bool) -> bool | None:
+    """Make this process the Linux child sub-reaper (orphans of its descendants are re-parented
+    to it, not to init, so a notebook's double-forked daemon stays in our tree even when it
+    clears its environment). Returns the previous setting; None where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        previous = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0) != 0:
+            return None
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return bool(previous.value)
+
+
+@contextlib.contextmanager
+def reaping() -> Iterator[None]:
+    """For the duration of a reproduce run, adopt every orphan of the notebooks, and at the end
+    kill and reap every process that appeared under this one (kernels are shut down by then, so
+    what is left is something a notebook left running)."""
+    try:
+        import psutil
+    except ImportError:
+        yield
+        return
+    previous = _child_subreaper(True)
+    me = psutil.Process()
+    before: set[int] = set()
+    with contextlib.suppress(psutil.Error):
+        before = {child.pid for child in me.children(recursive=True)}
+    try:
+        yield
+    finally:
+        strays = []
+        with contextlib.suppress(psutil.Error):
+            strays = [c for c in me.children(recursive=True) if c.pid not in before]
+        for proc in strays:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if strays:
+            psutil.wait_procs(strays, timeout=5)
+        if previous is not None:
+            _child_subreaper(previous)
 
 
 # --- execution -----------------------------------------------------------------------------------
@@ -598,6 +704,7 @@ async def _execute(
     client.create_kernel_manager()
     pid: int | None = None
     pgid: int | None = None
+    token = uuid.uuid4().hex
     versions: dict[str, Any] = {}
     error: dict[str, Any] | None = None
     current = {"cell": -1, "since": started}
@@ -623,6 +730,7 @@ async def _execute(
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
         env["PYTHONUNBUFFERED"] = "1"
         env["TRAINWRECK_REPRODUCE"] = "1"
+        env[TOKEN_VARIABLE] = token
         # The kernel's own stdout/stderr (ipykernel warnings, crashes of C code) go to a log
         # file, not into the progress output of this command.
         kernel_log.parent.mkdir(parents=True, exist_ok=True)
@@ -698,7 +806,7 @@ async def _execute(
         }
     finally:
         beat.cancel()
-        kill_tree(pid, pgid)
+        kill_tree(pid, pgid, token)
         await _cleanup_client(client)
         if log_handle is not None:
             log_handle.close()
@@ -982,8 +1090,8 @@ async def _run_one(
 ) -> Record:
     if target.not_reproducible is not None:
         return _base_record(target, layout, "not-reproducible", None)
-    path = layout.root / target.notebook
     try:
+        path = notebook_file(layout.root, target.notebook)
         notebook = _read_notebook_json(path)
     except (OSError, ValueError) as exc:
         record = _base_record(target, layout, "failed", None)
@@ -1091,7 +1199,8 @@ def reproduce(
     def gpu_ok() -> bool:
         return has_cuda
 
-    records = asyncio.run(_run_all(targets, layout, options, gpu_ok, say, max(1, jobs)))
+    with reaping():
+        records = asyncio.run(_run_all(targets, layout, options, gpu_ok, say, max(1, jobs)))
     return _write_manifest(layout, records, discover(root))
 
 

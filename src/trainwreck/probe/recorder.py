@@ -41,6 +41,9 @@ SCHEMA_VERSION = 1
 FILE_TEMPLATE = "probe-rank{rank}.jsonl"
 # Fields every event carries; user metrics may not overwrite them.
 RESERVED = frozenset({"v", "t", "rank", "event"})
+# Lines encoded and written at a time: a producer that outpaces the writer must not grow the
+# writer's own list (one drain takes at most what the buffer held when it began).
+MAX_BATCH = 4096
 
 # One encoder for all events: json.dumps with any keyword argument builds a new encoder per call,
 # which costs more than the encoding itself.
@@ -86,6 +89,23 @@ def _env_int(environ: Any, name: str) -> int | None:
     return number if number >= 0 else None
 
 
+def _int_or(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except Exception:
+        return default
+
+
+def _float_or(value: Any, default: float) -> float:
+    try:
+        number = float(value)
+    except Exception:
+        return default
+    return number if math.isfinite(number) else default
+
+
 def _cuda_stats() -> dict[str, int] | None:
     """Allocator counters of the current CUDA device, or None when CUDA is not in use.
 
@@ -116,23 +136,56 @@ def _cuda_stats() -> dict[str, int] | None:
 
 def _scalar(value: Any) -> Any:
     """A JSON-safe scalar for a user metric. Tensors and numpy scalars become Python numbers here,
-    in the caller's thread, so the buffer never keeps a tensor (or its autograd graph) alive."""
-    if value is None or isinstance(value, (bool, int, str)):
+    in the caller's thread, so the buffer never keeps a tensor (or its autograd graph) alive.
+    Never raises: what cannot be converted is recorded as text, or by its type name."""
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, int):
+        return _integer(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else _non_finite(value)
-    item = getattr(value, "item", None)
     try:
+        item = getattr(value, "item", None)
         number = item() if callable(item) else float(value)
     except Exception:
-        return str(value)
-    if isinstance(number, bool | int):
+        return _text(value)
+    if isinstance(number, bool):
         return number
+    if isinstance(number, int):
+        return _integer(number)
     try:
         number = float(number)
     except Exception:
-        return str(number)
+        return _text(number)
     return number if math.isfinite(number) else _non_finite(number)
+
+
+def _integer(value: int) -> Any:
+    """An int JSON readers take: a float beyond 64 bits (json refuses to print more than 4300
+    digits, and most readers overflow long before), 'Infinity' beyond a float."""
+    if -(1 << 63) <= value < (1 << 63):
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return "Infinity" if value > 0 else "-Infinity"
+
+
+def _text(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:
+        try:
+            name = type(value).__name__
+        except Exception:
+            name = "object"
+        return f"<unprintable {name}>"
+
+
+def _warn(message: str) -> None:
+    """warnings.warn that never raises (under `python -W error` it would, from anywhere)."""
+    with contextlib.suppress(Exception):
+        warnings.warn(message, ProbeWarning, stacklevel=4)
 
 
 def _non_finite(value: float) -> str:
@@ -258,14 +311,19 @@ class Probe:
         flush_interval: seconds between background writes.
         """
         detected_rank, detected_world = detect_rank()
-        self.rank = int(rank) if rank is not None else detected_rank
-        self.world_size = int(world_size) if world_size is not None else detected_world
-        self.cuda_every = int(cuda_every) if cuda_every else 0
-        self.gc_min_ms = float(gc_min_ms)
-        self.flush_interval = max(0.01, float(flush_interval))
-        self.path = Path(path) / FILE_TEMPLATE.format(rank=self.rank)
+        # A bad argument falls back to its default: the probe must never stop the training.
+        self.rank = _int_or(rank, detected_rank)
+        self.world_size = _int_or(world_size, detected_world)
+        self.cuda_every = _int_or(cuda_every or 0, 50)
+        self.gc_min_ms = _float_or(gc_min_ms, 1.0)
+        self.flush_interval = max(0.01, _float_or(flush_interval, 1.0))
+        try:
+            folder: Path | None = Path(path)
+        except TypeError:
+            folder = None
+        self.path = (folder or Path(_text(path))) / FILE_TEMPLATE.format(rank=self.rank)
 
-        self._buffer: deque[tuple[Any, ...]] = deque(maxlen=max(16, int(max_buffer)))
+        self._buffer: deque[tuple[Any, ...]] = deque(maxlen=max(16, _int_or(max_buffer, 65_536)))
         self._high_water = self._buffer.maxlen // 2 if self._buffer.maxlen else 1
         self._issued = itertools.count()  # events offered to the buffer (next() is atomic)
         self._written = 0  # events written to the file
@@ -286,26 +344,34 @@ class Probe:
         self._file: Any = None
         self._thread: threading.Thread | None = None
 
+        if folder is None:
+            self._fail(f"path must be a str or os.PathLike, not {type(path).__name__}")
+            self._closed = True
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # Unbuffered binary append: one write() per batch of lines and no user-space buffer
             # a forked child could flush a second time.
             self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 (held until close)
-        except OSError as error:
-            self._fail(f"cannot write {self.path}: {error}")
+        except (OSError, ValueError) as error:  # ValueError: a NUL in the path
+            self._fail(f"cannot write {self.path!r}: {error}")
             self._closed = True
             return
 
-        self._active = True
-        _LIVE.add(self)
-        self._put(("start", time.time_ns(), self._start_fields()))
-        if record_gc:
-            gc.callbacks.append(self._on_gc)
-            self._gc_installed = True
-        self._thread = threading.Thread(
-            target=self._run, name=f"trainwreck-probe-rank{self.rank}", daemon=True
-        )
-        self._thread.start()
+        try:
+            self._active = True
+            _LIVE.add(self)
+            self._put(("start", time.time_ns(), self._start_fields()))
+            if record_gc:
+                gc.callbacks.append(self._on_gc)
+                self._gc_installed = True
+            self._thread = threading.Thread(
+                target=self._run, name=f"trainwreck-probe-rank{self.rank}", daemon=True
+            )
+            self._thread.start()
+        except Exception as error:  # no thread left to start one, for instance
+            self._fail(f"cannot start recording: {error!r}")
+            self._closed = True
 
     # --- public API -------------------------------------------------------------------------
 
@@ -317,8 +383,8 @@ class Probe:
         if step is not None:
             try:
                 explicit = int(step)
-            except (TypeError, ValueError):
-                explicit = None  # a bad number must not stop the step; use the counter
+            except Exception:  # TypeError, ValueError, OverflowError (inf): use the counter
+                explicit = None
         with self._step_lock:
             number = self._next_step if explicit is None else explicit
             self._next_step = number + 1
@@ -346,7 +412,7 @@ class Probe:
         if not self._active:
             return
         clean = {key: _scalar(value) for key, value in fields.items() if key not in RESERVED}
-        self._put(("custom", time.time_ns(), str(name), clean))
+        self._put(("custom", time.time_ns(), _text(name), clean))
 
     def flush(self) -> None:
         """Write buffered events now, in this thread. Never raises."""
@@ -368,14 +434,17 @@ class Probe:
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+            with contextlib.suppress(Exception):
+                thread.join(timeout=5.0)
         if was_active:
-            self._drain()
+            while self._buffer and self._file is not None:  # every batch, not one drain
+                self._drain()
             # Read the counter last so that every event offered before is accounted for.
             issued = next(self._issued)
             dropped = max(0, issued - self._written - len(self._buffer))
             self._active = False
-            self._put_end(reason, dropped, error)
+            with contextlib.suppress(Exception):
+                self._put_end(reason, dropped, error)
         self._active = False
         self._close_file()
         _LIVE.discard(self)
@@ -438,7 +507,10 @@ class Probe:
             )
 
     def _record_cuda(self, step: int) -> None:
-        stats = _cuda_stats()
+        try:
+            stats = _cuda_stats()
+        except Exception:  # odd values from a half-initialised CUDA
+            return
         if stats is not None:
             stats["step"] = step
             self._put(("cuda_memory", time.time_ns(), stats))
@@ -454,22 +526,28 @@ class Probe:
             self._drain()
 
     def _drain(self) -> None:
+        """Write what the buffer holds now, MAX_BATCH lines at a time. Events offered meanwhile
+        wait for the next drain: a producer faster than the disk (hundreds of thousands of empty
+        steps a second) then drops its oldest events in the bounded buffer, and nothing else
+        grows."""
         with self._write_lock:
-            if self._file is None:
-                return
-            lines: list[str] = []
             buffer = self._buffer
-            while True:
-                try:
-                    record = buffer.popleft()
-                except IndexError:
-                    break
-                try:
-                    lines.append(self._encode(record))
-                except Exception:  # an unencodable event is skipped, never fatal
-                    continue
-            if lines:
-                self._write(lines)
+            todo = len(buffer)
+            while todo > 0 and self._file is not None:
+                lines: list[str] = []
+                while todo > 0 and len(lines) < MAX_BATCH:
+                    todo -= 1
+                    try:
+                        record = buffer.popleft()
+                    except IndexError:
+                        todo = 0
+                        break
+                    try:
+                        lines.append(self._encode(record))
+                    except Exception:  # an unencodable event is skipped, never fatal
+                        continue
+                if lines:
+                    self._write(lines)
 
     def _encode(self, record: tuple[Any, ...]) -> str:
         # Times are kept as integer nanoseconds and printed with integer arithmetic: float repr
@@ -533,7 +611,7 @@ class Probe:
                 file.close()
         if not self._warned:
             self._warned = True
-            warnings.warn(f"trainwreck.probe: {message}", ProbeWarning, stacklevel=3)
+            _warn(f"trainwreck.probe: {message}")
 
     def _remove_gc_hook(self) -> None:
         if self._gc_installed:

@@ -47,11 +47,15 @@ def run_rule_tests(
             problems.append(where(kind, 0, f"at least one '{kind}' log is required"))
         for index, item in enumerate(paths):
             path = root / item
-            if not path.exists():
+            if not os.path.lexists(path):
                 problems.append(where(kind, index, f"regression log '{item}' does not exist"))
                 continue
+            files, refused = regression_files(root, str(item))
+            if refused:
+                problems.append(where(kind, index, refused))
+                continue
             try:
-                report = diagnose([str(path)], root, rule_set=rule_set)
+                report = diagnose(files, root, rule_set=rule_set)
             except UsageError as exc:
                 problems.append(where(kind, index, str(exc)))
                 continue
@@ -64,6 +68,37 @@ def run_rule_tests(
                 at = f" (first evidence {shown}:{evidence[0]['line']})" if evidence else ""
                 problems.append(where(kind, index, f"rule fired on clean log '{item}'{at}"))
     return problems
+
+
+def regression_files(root: Path, item: str) -> tuple[list[str], str | None]:
+    """The files a regression log names (a file, or a folder of per-rank files), or why it may
+    not be read. CI runs compile on pull requests: a path reaching outside the repository's
+    tests/ (`..`, absolute, a symlink) would let a rule's pass or fail reveal any file's contents,
+    and a FIFO or device would hang it. Everything is checked before anything is opened."""
+    tests = (root / "tests").resolve()
+    refusal = f"regression log '{item}' must be a regular file under tests/ of the repository"
+
+    def confined(path: Path) -> bool:
+        try:
+            return path.resolve(strict=True).is_relative_to(tests)
+        except (OSError, RuntimeError):  # dangling or looping symlink
+            return False
+
+    path = root / item
+    if Path(item).is_absolute() or not confined(path):
+        return [], refusal
+    if not path.is_dir():
+        return ([str(path)], None) if path.is_file() else ([], refusal)
+    files: list[str] = []
+    for folder, dirs, names in os.walk(path):  # the order diagnose walks a folder in
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(n for n in names if not n.startswith(".")):
+            full = Path(folder, name)
+            if not (confined(full) and full.is_file()):
+                shown = os.path.relpath(full, root)
+                return [], f"{refusal} (or a folder of them): '{shown}' is not"
+            files.append(str(full))
+    return files, None
 
 
 def compile_rules(

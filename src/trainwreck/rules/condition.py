@@ -314,29 +314,37 @@ class Parser:
         return _Typed(["bin", op.text, left.node, right.node], kind, matcher, left.offset)
 
     def sum(self) -> _Typed:
-        left = self.product()
-        while True:
-            token = self.peek()
-            if token.kind == "op" and token.text in "+-":
-                self.pos += 1
-                left = self.arith(token, left, self.product())
-            else:
-                return left
+        return self.chain("+-", self.product)
 
     def product(self) -> _Typed:
-        left = self.unary()
-        while True:
-            token = self.peek()
-            if token.kind == "op" and token.text in "*/":
+        return self.chain("*/", self.unary)
+
+    def chain(self, ops: str, operand: Callable[[], _Typed]) -> _Typed:
+        """`operand (op operand)*`, left-associative: each operator nests the tree one level
+        deeper, and every later stage walks it recursively, so each one counts towards
+        MAX_DEPTH."""
+        left = operand()
+        levels = 0
+        try:
+            while True:
+                token = self.peek()
+                if token.kind != "op" or token.text not in ops:
+                    return left
                 self.pos += 1
-                left = self.arith(token, left, self.unary())
-            else:
-                return left
+                self.nest()
+                levels += 1
+                left = self.arith(token, left, operand())
+        finally:
+            self.depth -= levels
 
     def unary(self) -> _Typed:
         token = self.accept("op", "-")
         if token:
-            inner = self.unary()
+            self.nest()
+            try:
+                inner = self.unary()
+            finally:
+                self.depth -= 1
             if inner.type not in ("num", "nums"):
                 raise ConditionError(token.offset, "'-' needs a number")
             return _Typed(["neg", inner.node], inner.type, inner.matcher, token.offset)

@@ -20,6 +20,7 @@ import math
 import multiprocessing
 import os
 import re
+import struct
 import sys
 import zlib
 from array import array
@@ -43,6 +44,12 @@ MAX_EVIDENCE_PER_MATCHER = 24
 MAX_ROWS = 1_000_000  # kept capture values / events per matcher
 MAX_SERIES_POINTS = 5_000_000  # per series and rank
 EVIDENCE_TEXT = 400  # characters of a line kept as evidence
+# Distinct ranks (or host labels) tracked per scan: each costs per-rank state in every matcher and
+# series that sees it, so a log with a million distinct prefixes would otherwise cost gigabytes.
+# Lines of further ranks are still read, with their rank unknown. (The largest jobs run tens of
+# thousands of ranks.)
+MAX_RANKS = 32_768
+MAX_RANK_DIGITS = 9  # a "rank" of ten digits or more is not a rank
 _U = re2._re2.RE2.Anchor.UNANCHORED
 
 _PREFIX = re.compile(
@@ -195,6 +202,7 @@ class RuleRun:
 class Skipped:
     file: str
     reason: str
+    unread: bool = False  # nothing of the file could be read (diagnose exits 3 when all are)
 
 
 @dataclass
@@ -205,6 +213,17 @@ class ScanResult:
     ranks_seen: set[Any]
     lines: int
     bytes: int
+    unranked: int = 0  # lines whose rank was dropped because MAX_RANKS ranks were already seen
+
+    def admit_rank(self, rank: Any) -> Any:
+        """`rank`, or None once MAX_RANKS other ranks were seen (memory stays bounded)."""
+        if rank is None or rank in self.ranks_seen:
+            return rank
+        if len(self.ranks_seen) >= MAX_RANKS:
+            self.unranked += 1
+            return None
+        self.ranks_seen.add(rank)
+        return rank
 
 
 # --- the compiled rule set ------------------------------------------------------------------------
@@ -317,6 +336,10 @@ class Engine:
                 result.skipped.append(
                     Skipped(display, "out of memory while reading; the rest was skipped")
                 )
+            except Exception as exc:  # one bad file never ends the run (nor loses the others)
+                result.skipped.append(
+                    Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
+                )
         return result
 
     @staticmethod
@@ -370,12 +393,12 @@ class Engine:
             return sys.stdin.buffer
         path = Path(source)
         try:
-            handle: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by the caller
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the caller
+            # peek, not read and seek: a FIFO or `<(cmd)` cannot seek
+            head = handle.peek(2)[:2]
         except OSError as exc:
-            result.skipped.append(Skipped(display, f"unreadable: {exc.strerror or exc}"))
+            result.skipped.append(Skipped(display, f"unreadable: {exc.strerror or exc}", True))
             return None
-        head = handle.read(2)
-        handle.seek(0)
         if head == b"\x1f\x8b":
             return _GzipStream(handle)  # type: ignore[return-value]
         return handle
@@ -385,12 +408,15 @@ class Engine:
         pending = b""
         skipping = False  # inside the uncopied tail of an overlong line
         first = True
+        held_cr = b""  # a CR ending the last read: a line end unless a LF follows
         while True:
             try:
                 data = handle.read(BLOCK)
-            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            except (EOFError, zlib.error, gzip.BadGzipFile, GzipDamage) as exc:
                 reason = (
-                    "truncated gzip stream"
+                    str(exc)
+                    if isinstance(exc, GzipDamage)
+                    else "truncated gzip stream"
                     if isinstance(exc, EOFError)
                     else f"corrupt gzip data ({exc})"
                 )
@@ -408,6 +434,10 @@ class Engine:
                 if data and _looks_binary(data[:8192]):
                     result.skipped.append(Skipped(display, "binary file (not text); skipped"))
                     return
+            data = lone_cr_to_lf(held_cr + data) if data else held_cr.replace(b"\r", b"\n")
+            held_cr = b""
+            if data.endswith(b"\r"):
+                data, held_cr = data[:-1], b"\r"
             if not data:
                 if pending:
                     yield pending + b"\n"
@@ -456,6 +486,7 @@ class Engine:
             return
         line_no = 1  # number of the line starting at `counted`
         base = 0  # offset of the block in the (decompressed) stream
+        unranked = result.unranked
         try:
             for block in self._blocks(handle, display, result):
                 if not self._prefilter_ready:
@@ -464,7 +495,7 @@ class Engine:
                 result.bytes += len(block)
                 if self.missing_from:
                     for hit in _SAMPLE_PREFIX.findall(block[:65536]):
-                        result.ranks_seen.add(int(hit))
+                        result.admit_rank(rank_number(hit))
                 counted = 0
                 pos = 0
                 end = len(block)
@@ -494,6 +525,14 @@ class Engine:
                 base += end
             result.lines += line_no - 1
         finally:
+            if result.unranked > unranked:
+                result.skipped.append(
+                    Skipped(
+                        display,
+                        f"more than {MAX_RANKS:,} distinct ranks; lines of further ranks were "
+                        "read with their rank unknown",
+                    )
+                )
             if handle is not sys.stdin.buffer:
                 handle.close()
 
@@ -518,7 +557,7 @@ class Engine:
         if raw[:1] in (b"[", b"w", b"n", b"h") or b"]:" in raw[:24]:
             prefix = _PREFIX.match(raw)
             if prefix:
-                rank = int(prefix.group("r1") or prefix.group("r2"))
+                rank = rank_number(prefix.group("r1") or prefix.group("r2"))
                 body = raw[prefix.end() :]
             else:
                 host = _HOST.match(raw)
@@ -538,19 +577,18 @@ class Engine:
             return
         if rank is None:
             if record is not None and isinstance(record.get("rank"), int):
-                rank = record["rank"]
+                rank = rank_number(record["rank"])
             else:
                 inline = _INLINE_RANK.search(body)
                 if inline:
-                    rank = int(inline.group(1) or inline.group(2) or inline.group(3))
+                    rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
                 else:
                     rank = file_rank
         if record is not None and isinstance(record.get("t"), (int, float)):
-            t = float(record["t"])
+            t = _number(record["t"])
         else:
             t = parse_time(raw)
-        if rank is not None:
-            result.ranks_seen.add(rank)
+        rank = result.admit_rank(rank)
         context = _Line(file_id, line_no, raw, rank, t, offset)
         if hits:
             for index in hits:
@@ -640,11 +678,16 @@ class Engine:
             if factor_ == 0.0:  # "string"
                 continue
             caps[capture] = _number(raw) * factor_
+        state = run.matchers[name]
         if "rank" in caps:
             value = caps["rank"]
             if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-                rank = int(value)
-        state = run.matchers[name]
+                named = rank_number(value)
+                # a new rank past the cap keeps the line's own (bounded) rank
+                if named is not None and (
+                    named in state.rank_counts or len(state.rank_counts) < MAX_RANKS
+                ):
+                    rank = named
         state.count += 1
         counts = state.rank_counts
         counts[rank] = counts.get(rank, 0) + 1
@@ -686,15 +729,41 @@ class Engine:
 
 
 def _number(value: Any) -> float:
-    """A capture as a float; NaN when it is missing or not a number."""
+    """A capture as a float; NaN when it is missing, not a number, or too large for a float (a
+    bad value skips that value, never the run)."""
     if value is None:
         return math.nan
     if isinstance(value, float):
         return value
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return to_number(value)
+    if math.isinf(number):
+        return to_number(value)  # the word inf, or an overflow
+    return number
+
+
+def rank_number(value: Any) -> int | None:
+    """A rank from its digits (bytes, text or an int); None when it is not a plausible rank
+    (more than MAX_RANK_DIGITS digits: int() would refuse 4300 and more)."""
+    if isinstance(value, int):
+        return value if 0 <= value < 10**MAX_RANK_DIGITS else None
+    if len(value) > MAX_RANK_DIGITS:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
+def lone_cr_to_lf(data: bytes) -> bytes:
+    """A CR not followed by LF ends a line (progress bars redraw with CR alone); replaced byte for
+    byte, so offsets into the file stay true."""
+    return _LONE_CR.sub(b"\n", data) if b"\r" in data else data
 
 
 def unit_factor(unit: Any) -> float | None:
@@ -704,39 +773,118 @@ def unit_factor(unit: Any) -> float | None:
     return factor(str(unit))
 
 
+class GzipDamage(Exception):
+    """A gzip stream is damaged after the data already handed out; the message says how."""
+
+
 class _GzipStream:
-    """Streaming gzip reader that hands out everything before damage: a truncated file yields its
-    intact part and then EOFError (gzip.GzipFile would drop the whole last read). Output per read
-    is bounded, so a decompression bomb cannot exhaust memory."""
+    """Streaming gzip reader that hands out every byte decoded before damage (as zcat does), then
+    raises GzipDamage: a truncated stream, corrupt deflate data, a CRC or length mismatch, or
+    trailing garbage after the last member. gzip.GzipFile would drop the whole last read, and
+    zlib's gzip mode loses the output of the call that meets a bad trailer, so the header and
+    trailer are parsed here around a raw inflater. Output per read is bounded, so a decompression
+    bomb cannot exhaust memory. Concatenated members (and NUL padding) are read as one stream."""
+
+    CHUNK = 1 << 16
+    MAX_HEADER = 1 << 16  # a file name or comment in the header longer than this is damage
 
     def __init__(self, raw: BinaryIO):
         self.raw = raw
-        self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self.pending = b""  # compressed input not yet consumed
         self.buffer = b""
+        self.decoder: Any = None  # inside a member when set
+        self.crc = 0
+        self.size = 0
+        self.members = 0
         self.finished = False
-        self.truncated = False
+        self.damage: str | None = None
+
+    def _fill(self, n: int) -> bool:
+        """At least n bytes pending, unless the input ends first."""
+        while len(self.pending) < n:
+            more = self.raw.read(self.CHUNK)
+            if not more:
+                return False
+            self.pending += more
+        return True
+
+    def _start_member(self) -> bool:
+        """Parse a member header; False at a clean end of input (damage is recorded)."""
+        while True:  # NUL padding between or after members (tape blocks, preallocated files)
+            if not self._fill(1):
+                return False
+            self.pending = self.pending.lstrip(b"\x00")
+            if self.pending:
+                break
+        if not self._fill(10) or self.pending[:3] != b"\x1f\x8b\x08":
+            self.damage = (
+                "trailing garbage after the gzip data" if self.members else "not gzip data"
+            )
+            return False
+        flags = self.pending[3]
+        at = 10
+        if flags & 4:  # FEXTRA
+            if not self._fill(at + 2):
+                self.damage = "truncated gzip header"
+                return False
+            at += 2 + int.from_bytes(self.pending[at : at + 2], "little")
+        for flag in (8, 16):  # FNAME, FCOMMENT: NUL-terminated
+            if flags & flag:
+                while (end := self.pending.find(b"\x00", at)) < 0:
+                    if len(self.pending) > self.MAX_HEADER or not self._fill(len(self.pending) + 1):
+                        self.damage = "truncated or oversized gzip header"
+                        return False
+                at = end + 1
+        if flags & 2:  # FHCRC
+            at += 2
+        if not self._fill(at):
+            self.damage = "truncated gzip header"
+            return False
+        self.pending = self.pending[at:]
+        self.decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+        self.crc = 0
+        self.size = 0
+        return True
+
+    def _end_member(self) -> bool:
+        """Check a member's trailer (CRC-32 and length); False on damage."""
+        self.pending = self.decoder.unused_data + self.pending
+        self.decoder = None
+        self.members += 1
+        if not self._fill(8):
+            self.damage = "truncated gzip stream (the trailer is missing)"
+            return False
+        crc, size = struct.unpack("<II", self.pending[:8])
+        self.pending = self.pending[8:]
+        if crc != self.crc or size != self.size & 0xFFFFFFFF:
+            self.damage = "gzip CRC or length check failed"
+            return False
+        return True
 
     def read(self, size: int) -> bytes:
         while len(self.buffer) < size and not self.finished:
-            if not self.pending:
-                self.pending = self.raw.read(1 << 16)
-                if not self.pending:
-                    self.finished = True
-                    self.truncated = not self.decoder.eof
-                    break
-            out = self.decoder.decompress(self.pending, size)
+            if self.decoder is None and not self._start_member():
+                self.finished = True
+                break
+            if not self.pending and not self._fill(1):
+                self.damage = "truncated gzip stream"
+                self.finished = True
+                break
+            try:
+                out = self.decoder.decompress(self.pending, size)
+            except zlib.error as exc:
+                self.damage = f"corrupt gzip data ({exc})"
+                self.finished = True
+                break
             self.pending = self.decoder.unconsumed_tail
+            self.crc = zlib.crc32(out, self.crc)
+            self.size += len(out)
             self.buffer += out
-            if self.decoder.eof:
-                rest = self.decoder.unused_data + self.pending
-                self.pending = b""
-                if rest.strip(b"\x00"):  # another gzip member follows (concatenated .gz)
-                    self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    self.pending = rest
-        if not self.buffer and self.truncated:
-            self.truncated = False
-            raise EOFError("compressed file ended before the end-of-stream marker")
+            if self.decoder.eof and not self._end_member():
+                self.finished = True
+        if not self.buffer and self.damage:
+            damage, self.damage = self.damage, None
+            raise GzipDamage(damage)
         out, self.buffer = self.buffer[:size], self.buffer[size:]
         return out
 
@@ -1139,4 +1287,4 @@ def fill_evidence_text(outcomes: list[RuleOutcome], sources: dict[int, Any]) -> 
                     line = handle.readline(MAX_LINE)
             except (OSError, EOFError, zlib.error):
                 continue
-            item.text = evidence_text(line)
+            item.text = evidence_text(line.split(b"\r", 1)[0])  # a lone CR ended the line

@@ -67,17 +67,27 @@ def factor(unit: str) -> float | None:
 
 
 def to_number(text: object) -> float:
-    """A captured value as a float (NaN if it is not a number); accepts 1,234.5 and 1.0E-04."""
+    """A captured value as a float; accepts 1,234.5 and 1.0E-04. NaN if it is not a number, or
+    when it overflows a float (400 digits in a log): a bad value is skipped, never fatal. The
+    words inf and infinity stay infinite (a loss can be)."""
     if isinstance(text, bool):
         return float(text)
-    if isinstance(text, (int, float)):
-        return float(text)
+    if isinstance(text, float):
+        return text
+    if isinstance(text, int):
+        try:
+            return float(text)
+        except OverflowError:
+            return math.nan
     if not isinstance(text, str):
         return math.nan
     try:
-        return float(text.replace(",", "").strip())
+        number = float(text.replace(",", "").strip())
     except ValueError:
         return math.nan
+    if math.isinf(number) and "inf" not in text.lower():
+        return math.nan  # an overflow, not the word
+    return number
 
 
 def convert(value: object, unit: str) -> object:

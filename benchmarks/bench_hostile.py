@@ -1,0 +1,94 @@
+"""Benchmark memory bounds against hostile input (issue 10).
+
+    python benchmarks/bench_hostile.py ranks [N]       # diagnose a log with N distinct rank prefixes
+    python benchmarks/bench_hostile.py probe [SECONDS] # the probe under empty steps, nothing else
+
+`ranks` writes a log of N lines (default 10^6, about 40 MB), each a step-time line with its own
+`[rankN]:` prefix, runs `diagnose` on it in this process and prints the time, the peak RSS and
+what the report says was capped. Before the rank cap (issue 10) 10^6 ranks took 5.4 GB and 92 s.
+
+`probe` runs `with probe.step(): pass` as fast as it can for SECONDS (default 14) and prints the
+steps per second and the RSS every 2 seconds: it must stay flat (before, the writer's drain list
+grew from 106 to 617 MB in 14 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize() / 1e6
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # KiB on Linux
+
+
+def bench_ranks(count: int) -> None:
+    from trainwreck.diagnose import diagnose
+    from trainwreck.rules.bundle import resolve
+
+    rules = resolve(ROOT, None, use_installed=False)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "many-ranks.log"
+        with open(path, "w") as handle:
+            for rank in range(count):
+                handle.write(f"[rank{rank}]: step 1 | step_time 100 ms\n")
+        size = path.stat().st_size / 1e6
+        base = peak_mb()
+        started = time.perf_counter()
+        report = diagnose([str(path)], rule_set=rules)
+        elapsed = time.perf_counter() - started
+    print(f"{count:,} distinct ranks, {size:.1f} MB: {elapsed:.1f} s")
+    print(f"peak RSS {peak_mb():.0f} MB (rules loaded: {base:.0f} MB)")
+    for item in report.skipped:
+        print(f"skipped: {item['reason']}")
+    print(f"findings: {report.entries or 'none'}")
+
+
+def bench_probe(seconds: float) -> None:
+    from trainwreck.probe import Probe
+
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Probe(folder, rank=0, record_gc=False)
+        started = last = time.perf_counter()
+        steps = 0
+        print(f"{0:5.1f} s: RSS {rss_mb():.0f} MB")
+        while (now := time.perf_counter()) - started < seconds:
+            for _ in range(10_000):
+                with probe.step():
+                    pass
+            steps += 10_000
+            if now - last >= 2:
+                last = now
+                print(
+                    f"{now - started:5.1f} s: RSS {rss_mb():.0f} MB, {steps / (now - started):,.0f} steps/s"
+                )
+        probe.close()
+    print(f"peak RSS {peak_mb():.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("ranks", "probe"))
+    parser.add_argument("amount", nargs="?", type=float)
+    args = parser.parse_args()
+    if args.what == "ranks":
+        bench_ranks(int(args.amount or 1_000_000))
+    else:
+        bench_probe(args.amount or 14.0)
+
+
+if __name__ == "__main__":
+    main()
