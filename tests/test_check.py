@@ -51,11 +51,15 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
         (49, 15, "'confused-with' base-entry must be mutual: entries/base-entry.yaml should list")
     ],
     "non-utf8": [(3, 19, "not valid UTF-8: byte 0xe1 at offset 94")],
+    "quick-answer-mid-phrase": [(57, 15, "quick_answer: unbalanced '\"': the line ends mid-phrase")],
     "reproduction-both": [(51, 3, "reproduction.not_reproducible: unknown property")],
     "self-related": [(48, 9, "related[0].id: an entry cannot relate to itself")],
     "tab-indentation": [(14, 1, "YAML is indented with spaces, not tabs")],
     "top-level-list": [(2, 1, "an entry must be a mapping of sections")],
     "two-documents": [(53, 1, "expected one YAML document, found several")],
+    "unknown-facet-value": [
+        (53, 20, "facets.symptom[1]: 'exploded' is not a known symptom; use one of: hang, crash,")
+    ],
     "unknown-nested-property": [(23, 5, "fix.primary.notes: unknown property 'notes'")],
     "unknown-property": [(8, 1, "owner: unknown property 'owner'")],
     "unknown-rule": [

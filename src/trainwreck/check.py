@@ -151,6 +151,7 @@ def entry_problems(entry: Entry, root: Path) -> list[Problem]:
             )
         )
     problems.extend(reference_problems(document))
+    problems.extend(quick_answer_problems(document))
     return problems
 
 
@@ -179,6 +180,31 @@ def reference_problems(document: Document) -> list[Problem]:
                 )
             )
     return problems
+
+
+# Marks that open a phrase and must be closed before the line ends.
+_PAIRED = (("`", "`"), ('"', '"'), ("(", ")"), ("[", "]"))
+
+
+def quick_answer_problems(document: Document) -> list[Problem]:
+    """The quick answer is shown whole in tables and cards: one line, every quote, code span
+    and bracket closed, so no reader sees it end mid-phrase."""
+    text = document.data.get("quick_answer")
+    if not isinstance(text, str):
+        return []  # the schema reports a missing or mistyped quick answer
+    where = ("quick_answer",)
+    if "\n" in text.strip():
+        return [document.problem(where, "must be one line")]
+    for opening, closing in _PAIRED:
+        unbalanced = (
+            text.count(opening) % 2
+            if opening == closing
+            else text.count(opening) - text.count(closing)
+        )
+        if unbalanced:
+            message = f"unbalanced {opening!r}: the line ends mid-phrase"
+            return [document.problem(where, message)]
+    return []
 
 
 def duplicate_id_problems(checked: list[Entry], known: dict[str, Entry]) -> list[Problem]:

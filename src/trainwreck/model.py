@@ -417,7 +417,7 @@ def schema_problems(
     validator = validator_for(schema_name, root)
     problems: list[Problem] = []
     for error in validator.iter_errors(document.data):
-        if error.context:
+        if error.context and not _vocabulary_values(error.schema):
             # oneOf/anyOf: the closest alternative's complaint says more than "not valid
             # under any of the given schemas".
             import jsonschema.exceptions
@@ -448,8 +448,20 @@ _KIND_NAMES = {
 }
 
 
+def _vocabulary_values(schema: Any) -> list[str]:
+    """The values of a controlled vocabulary (a oneOf of documented consts), else []."""
+    options = schema.get("oneOf") if isinstance(schema, dict) else None
+    if not options or not all(isinstance(o, dict) and "const" in o for o in options):
+        return []
+    return [str(o["const"]) for o in options]
+
+
 def _schema_message(error: Any) -> str:
     """jsonschema's message, made shorter and more helpful where it is not."""
+    values = _vocabulary_values(error.schema) if error.validator == "oneOf" else []
+    if values:
+        facet = str(error.schema.get("title", "value")).lower()
+        return f"{error.instance!r} is not a known {facet}; use one of: {', '.join(values)}"
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
     if error.validator == "type":

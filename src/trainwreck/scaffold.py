@@ -32,6 +32,12 @@ title: ''  # TODO: the failure as a reader would search for it
 category:  # TODO: reliability | performance | correctness | infrastructure
 severity:  # TODO: low | medium | high | critical
 tags: []  # TODO: kebab-case tags, e.g. [distributed, memory]
+facets:  # the controlled vocabulary: every value is listed under $defs in the schema
+  symptom: []  # TODO: hang | crash | slowdown | out-of-memory | nan-or-divergence | wrong-results | fails-to-start
+  component: []  # TODO: nccl | allocator | dataloader | checkpoint | compiler | kernel | launcher | storage | hardware | python-runtime | autograd | numerics
+  framework: []  # TODO: any (plain PyTorch hits it too) and/or ddp | fsdp | deepspeed | megatron-lm | hf-trainer | accelerate | lightning | torchtitan
+  scale: []  # TODO: single-gpu | single-node | multi-node (every scale where it appears)
+quick_answer: ''  # TODO: one line ending in a full stop: what it is and the first thing to do
 status: draft
 summary: ''  # TODO: the quick answer in 2-4 sentences: what it is, the root cause, the primary fix
 mechanism: ''  # TODO: how it happens, step by step, at the level of the runtime

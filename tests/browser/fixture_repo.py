@@ -26,6 +26,12 @@ title: Demo straggler stalls every rank
 category: performance
 severity: high
 tags: [straggler, demo]
+facets:
+  symptom: [slowdown]
+  component: [python-runtime]
+  framework: [any]
+  scale: [single-node, multi-node]
+quick_answer: One rank pauses and the others wait; freeze the heap after start-up.
 status: draft
 summary: >-
   One rank pauses and every other rank waits for it at the next all-reduce. Freeze the heap after
@@ -118,6 +124,12 @@ title: Demo fragmentation needs a GPU
 category: reliability
 severity: critical
 tags: [memory, demo]
+facets:
+  symptom: [out-of-memory]
+  component: [allocator]
+  framework: [any, deepspeed]
+  scale: [single-gpu]
+quick_answer: "The allocator fragments: set expandable segments."
 status: draft
 summary: The allocator fragments; set expandable segments.
 mechanism: Blocks split and never merge.
@@ -170,6 +182,12 @@ title: Demo hardware fault
 category: infrastructure
 severity: low
 tags: [hardware]
+facets:
+  symptom: [crash]
+  component: [hardware]
+  framework: [any]
+  scale: [multi-node]
+quick_answer: A cable fails; replace it.
 status: draft
 summary: A cable fails.
 mechanism: Bits flip on the wire.
