@@ -57,7 +57,7 @@ def make_repo(
     logs.mkdir(parents=True, exist_ok=True)
     (logs / "boom.log").write_text("start\n[rank2]: DemoError: widget exploded after 1.5 s\n")
     (logs / "healthy.log").write_text("start\nDemoError: widget exploded after 5 ms\nend\n")
-    (root / "mkdocs.yml").write_text("site_name: Demo\nsite_url: https://demo.example.org/kb\n")
+    (root / "mkdocs.yml").write_text("site_name: Demo\nsite_url: https://kb.trainwreck-demo.net/kb\n")
     return root
 
 
@@ -70,7 +70,7 @@ def test_compile_writes_bundle_and_wheel(tmp_path, capsys):
     bundle = load_bundle_file(repo / "build" / "rules" / "bundle.json")
     assert [r["id"] for r in bundle.rules] == ["demo-boom"]
     summary = bundle.entries["demo-failure"]
-    assert summary["url"] == "https://demo.example.org/kb/entries/demo-failure/"
+    assert summary["url"] == "https://kb.trainwreck-demo.net/kb/entries/demo-failure/"
     assert summary["root_cause"] == "The demo cause."
     assert summary["fix"]["title"] == "Fix the demo"
     assert summary["fix"]["steps"] == ["Do the fix.", "Run it\ndemo --fix"]
@@ -284,7 +284,7 @@ def test_rule_wheel_in_a_fresh_core_only_venv(tmp_path):
     finding = report["findings"][0]
     assert finding["entry"] == "demo-failure" and finding["rule"] == "demo-boom"
     assert finding["ranks"] == [5]
-    assert finding["url"] == "https://demo.example.org/kb/entries/demo-failure/"
+    assert finding["url"] == "https://kb.trainwreck-demo.net/kb/entries/demo-failure/"
     # The installed trainwreck is the wheel, not this checkout.
     where = subprocess.run(
         [str(python), "-c", "import trainwreck; print(trainwreck.__file__)"],

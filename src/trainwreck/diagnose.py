@@ -375,6 +375,7 @@ def diagnose(
     fired = [o for o in outcomes if o.fired]
     eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
     findings = build_findings(fired, scan, rule_set.entries)
+    link_local_pages(findings, root_path)
     skipped = [{"file": s.file, "reason": s.reason} for s in _dedupe(scan.skipped)]
     elapsed = time.perf_counter() - started
     unread = {s.file for s in scan.skipped if s.unread}
@@ -389,6 +390,16 @@ def diagnose(
     report = Report(findings, skipped, warnings, stats)
     report.nothing_read = all(f in unread for f in scan.files)
     return report
+
+
+def link_local_pages(findings: list[dict[str, Any]], root: Path) -> None:
+    """Without a published site, point each finding at its page in the local build
+    (site/entries/<id>/index.html from `trainwreck build`) when there is one, else at nothing."""
+    for finding in findings:
+        if finding.get("url"):
+            continue
+        page = root / "site" / "entries" / str(finding["entry"]) / "index.html"
+        finding["url"] = page.resolve().as_uri() if page.is_file() else ""
 
 
 def _usable(rules: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:

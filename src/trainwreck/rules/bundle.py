@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from trainwreck import __version__
 from trainwreck.model import Problem
 
 FORMAT = 1
 ENTRY_POINT_GROUP = "trainwreck.rules"
-DEFAULT_SITE_URL = "https://trainwreck.dev/"
+# No published site unless one is configured: links are then left out (or point to a local
+# build), never to a made-up address.
+DEFAULT_SITE_URL = ""
+# Reserved for documentation and testing (RFC 2606, RFC 6761): never a real site.
+_PLACEHOLDER_DOMAINS = ("example.com", "example.org", "example.net")
+_PLACEHOLDER_SUFFIXES = (".example", ".invalid", ".test", ".localhost", "localhost")
 
 
 @dataclass
@@ -69,17 +76,51 @@ class BundleError(Exception):
 
 
 def site_url(root: Path) -> str:
-    """site_url from mkdocs.yml (read as text: mkdocs files may hold python tags), with a
-    trailing slash."""
+    """The base URL of the published site, with a trailing slash, or "" when there is none.
+
+    It is configured in one place, mkdocs.yml's `site_url`, either literally or as
+    `site_url: !ENV [TRAINWRECK_SITE_URL, ...]` (mkdocs' environment tag: the first variable that
+    is set, else the last item as the default). mkdocs.yml is read as text: it may hold python
+    tags. A placeholder address (example.org and other reserved names) counts as none.
+    """
     try:
         text = (root / "mkdocs.yml").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return DEFAULT_SITE_URL
-    found = re.search(r"^site_url:\s*['\"]?([^'\"\s#]+)", text, re.MULTILINE)
+    found = re.search(r"^site_url:[ \t]*(.*?)[ \t]*(?:#.*)?$", text, re.MULTILINE)
     if not found:
         return DEFAULT_SITE_URL
-    url = found.group(1)
+    url = _resolve_env_tag(found.group(1).strip())
+    if not is_real_site_url(url):
+        return DEFAULT_SITE_URL
     return url if url.endswith("/") else url + "/"
+
+
+def _resolve_env_tag(value: str) -> str:
+    """`!ENV NAME` / `!ENV [NAME, OTHER, default]` as mkdocs resolves it; other values as written."""
+    value = value.strip()
+    if not value.startswith("!ENV"):
+        return value.strip("'\"")
+    rest = value[len("!ENV") :].strip()
+    items = [i.strip().strip("'\"") for i in rest.strip("[]").split(",")] if rest else []
+    items = [i for i in items if i]
+    if not items:
+        return ""
+    for name in items:
+        if os.environ.get(name):
+            return os.environ[name]
+    return items[-1] if rest.startswith("[") and len(items) > 1 else ""
+
+
+def is_real_site_url(url: str) -> bool:
+    """An absolute http(s) URL whose host is not a reserved placeholder name."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or "." not in host.strip("."):
+        return False
+    if any(host == d or host.endswith("." + d) for d in _PLACEHOLDER_DOMAINS):
+        return False
+    return not host.endswith(_PLACEHOLDER_SUFFIXES)
 
 
 def _step_text(step: Any) -> str:
@@ -108,7 +149,7 @@ def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[st
             "steps": [_step_text(s) for s in primary.get("steps") or []],
         },
         "verify": [_step_text(s) for s in fix.get("verify") or []],
-        "url": f"{base_url}entries/{entry_id}/",
+        "url": f"{base_url}entries/{entry_id}/" if base_url else "",
         "related": [
             {"id": r.get("id"), "relation": r.get("relation")}
             for r in data.get("related") or []
@@ -169,7 +210,7 @@ def _checked(data: Any, source: str) -> Bundle:
 
 
 def content_hash(root: Path, rules_dir: Path) -> str:
-    digest = hashlib.sha256(f"{__version__}\n".encode())
+    digest = hashlib.sha256(f"{__version__}\n{site_url(root)}\n".encode())
     schema = root / "schemas" / "rule.schema.json"
     for path in [
         schema,
