@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -331,9 +332,16 @@ def test_index_tag_and_severity_pages(built: Path) -> None:
     assert index.index("Reliability") < index.index("Performance") < index.index("Infrastructure")
     severity = _page(built, "by-severity/index.html")
     assert severity.index("Critical") < severity.index("High") < severity.index("Low")
-    assert "Demo straggler" in _page(built, "tags/straggler/index.html")
-    assert "Demo fragmentation" in _page(built, "tags/memory/index.html")
-    assert 'href="straggler/"' in _page(built, "tags/index.html")
+    # Only a tag two entries share gets a page; a tag of one entry stays a word on its page.
+    demo = _page(built, "tags/demo/index.html")
+    assert "Demo straggler" in demo and "Demo fragmentation" in demo
+    assert 'href="demo/"' in _page(built, "tags/index.html")
+    for lonely in ("straggler", "memory", "hardware"):
+        assert not (built / "site" / "tags" / lonely).exists()
+        assert f'href="{lonely}/"' not in _page(built, "tags/index.html")
+    assert '<span class="tw-tag">#hardware</span>' in _page(
+        built, "entries/demo-hardware/index.html"
+    )
     home = _page(built, "index.html")
     assert "executable encyclopedia" in home
     assert "Contributing" in home and "Rule language" in home
@@ -353,7 +361,8 @@ def test_palettes_and_site_url_setting(built: Path) -> None:
     html = _page(built, "index.html")
     assert 'data-md-color-scheme="default"' in html
     assert "slate" in html  # the dark palette toggle
-    assert "https://trainwreck.example.org/" in html  # canonical link from the placeholder
+    # No site address is configured: no canonical link to a made-up domain.
+    assert "example.org" not in html and 'rel="canonical"' not in html
 
 
 def test_stale_run_is_not_shown(tmp_path: Path) -> None:
@@ -503,3 +512,87 @@ def test_build_without_rules(tmp_path: Path) -> None:
     assert "No detection rule covers this failure yet." in _page(
         root, "entries/demo-straggler/index.html"
     )
+
+
+# --- triage, quick answers, messages (issue 20) ------------------------------------------------
+
+
+def test_triage_page_nests_candidates_under_symptom_and_component(built: Path) -> None:
+    html = _page(built, "triage/index.html")
+    assert "What are you seeing?" in html
+    # symptom -> component -> candidate, as plain nested lists (no JavaScript needed)
+    oom = html.index('id="symptom-out-of-memory"')
+    allocator = html.index('id="out-of-memory-allocator"', oom)
+    assert html.index('href="../entries/demo-fragmentation/"', allocator) > allocator
+    assert "The allocator fragments: set expandable segments." in html
+    assert "First check:" in html and "Read the OOM message." in html
+    # the confused-with link tells the two demo entries apart
+    assert "Not to be confused with" in html
+    for entry_id in ("demo-straggler", "demo-fragmentation", "demo-hardware"):
+        assert f'href="../entries/{entry_id}/"' in html
+    assert 'data-framework="any deepspeed"' in html
+    assert "javascripts/triage.js" in html
+    home = _page(built, "index.html")
+    assert 'href="triage/"' in home  # the home page and the nav lead to it
+
+
+def test_index_rows_show_the_whole_quick_answer(built: Path) -> None:
+    index = _page(built, "entries/index.html")
+    assert "The allocator fragments: set expandable segments." in index
+    assert "One rank pauses and the others wait; freeze the heap after start-up." in index
+    assert "…" not in index
+
+
+def test_entry_page_lists_the_messages_its_rules_recognise(built: Path) -> None:
+    html = _page(built, "entries/demo-straggler/index.html")
+    start, end = html.index('id="messages-this-failure-prints"'), html.index('id="detection"')
+    assert start < end
+    text = re.sub(r"<[^>]+>", "", html[start:end])
+    assert "step 1 time_ms 101.0" in text  # one line per shape, without the rank prefix
+    assert "step 2 time_ms" not in text and "[rank0]:" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ('"CUDA out of memory. Tried to allocate X" with little reserve. Then more.',
+         '"CUDA out of memory. Tried to allocate X" with little reserve.'),
+        ("Set `torch.backends.cudnn.benchmark`. Then more.",
+         "Set `torch.backends.cudnn.benchmark`."),
+        ("A value (e.g. 1.5 or 2. or more) is fine. Next.", "A value (e.g. 1.5 or 2. or more) is fine."),
+        ("No full stop at all", "No full stop at all"),
+    ],
+)
+def test_first_sentence_respects_quotes_code_and_brackets(text: str, first: str) -> None:
+    assert site._first_sentence(text) == first
+
+
+def test_repository_rows_and_triage_reach_every_entry(repo_root: Path) -> None:
+    """Over the real entries: every summary cell is a whole line that ends a sentence, and the
+    triage page lists every entry under each of its symptoms."""
+    from trainwreck.vocabulary import load_vocabulary
+
+    entries, problems = load_entries(repo_root)
+    assert not problems
+    statuses = {e.id: site.status_for(e, None, set()) for e in entries}
+    pages = site.render_indexes(entries, statuses, [])
+    rows = [line for line in pages["entries/index.md"].splitlines() if line.startswith("| [")]
+    assert len(rows) == len(entries)
+    for row in rows:
+        cell = row.rstrip(" |").rsplit(" | ", 1)[1]
+        assert cell[-1] in ".!?" and "…" not in cell, row
+        assert cell.count('"') % 2 == 0 and cell.count("`") % 2 == 0, row
+    cuda_oom = next(row for row in rows if "entries/cuda-oom-capacity/" in row or "(cuda-oom-capacity/" in row)
+    assert not cuda_oom.rstrip(" |").endswith('"CUDA out of memory.')
+    triage = site.render_triage(entries, load_vocabulary(repo_root), site.related_links(entries))
+    for entry in entries:
+        for symptom in entry.data["facets"]["symptom"]:
+            section = triage.split(f'data-symptom="{symptom}"', 1)[1].split("tw-triage-symptom", 1)[0]
+            assert f"(entries/{entry.id}/index.md)" in section, (entry.id, symptom)
+    # only tags two entries share get a page
+    tag_pages = {p for p in pages if p.startswith("tags/") and p != "tags/index.md"}
+    counts: dict[str, int] = {}
+    for entry in entries:
+        for tag in entry.data["tags"]:
+            counts[tag] = counts.get(tag, 0) + 1
+    assert tag_pages == {f"tags/{t}.md" for t, n in counts.items() if n >= 2}

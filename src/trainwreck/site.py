@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck.model import DocumentError, Entry, Problem, load_entries, load_yaml
+from trainwreck.vocabulary import ANY_FRAMEWORK, FACETS, Facet, entry_facets, load_vocabulary
 
 Progress = Callable[[str], None]
 
@@ -71,6 +72,15 @@ INVERSE_RELATION = {
     "caused-by": "causes",
     "see-also": "see-also",
 }
+# A tag gets its own page only when this many entries share it: a page listing one entry helps
+# nobody (the facets of the controlled vocabulary are the way in; tags are free words).
+MIN_TAG_ENTRIES = 2
+# "Messages this failure prints": lines shown per rule, and the log bytes read to find them.
+MAX_MESSAGES_PER_RULE = 6
+MAX_MESSAGE_CHARS = 500
+# Launcher prefixes in front of a message ("[rank3]:", "[default0]:[rank0]: ").
+_RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?)+")
+MAX_MESSAGE_LOG_BYTES = 1 << 20
 # Generated paths inside the docs dir; an entry id must not collide with them.
 RESERVED_IDS = {"index"}
 # Hand-written pages other people own; linked from the nav only when present.
@@ -125,11 +135,38 @@ def _para(text: Any) -> str:
     return str(text).strip()
 
 
-def _first_sentence(text: str, limit: int = 180) -> str:
-    flat = " ".join(str(text).split())
-    match = re.match(r"(.+?[.!?])(\s|$)", flat)
-    sentence = match.group(1) if match else flat
-    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+def _first_sentence(text: str, limit: int | None = None) -> str:
+    """The first sentence of `text`: a full stop inside a quoted message, a code span or
+    brackets does not end it ("CUDA out of memory. Tried to allocate ..." stays one phrase).
+    With `limit`, a longer sentence is cut there with an ellipsis (for error messages)."""
+    sentence = _whole_first_sentence(" ".join(str(text).split()))
+    if limit is None or len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 1].rstrip() + "…"
+
+
+def _whole_first_sentence(flat: str) -> str:
+    closers = {"(": ")", "[": "]"}
+    stack: list[str] = []
+    for index, char in enumerate(flat):
+        if stack and char == stack[-1]:
+            stack.pop()
+        elif char in ('"', "`") and not (stack and stack[-1] == "`"):
+            stack.append(char)
+        elif char in closers and not (stack and stack[-1] in ('"', "`")):
+            stack.append(closers[char])
+        elif char in ".!?" and not stack and (index + 1 == len(flat) or flat[index + 1] == " "):
+            return flat[: index + 1]
+    return flat
+
+
+def _summary_line(entry: Entry) -> str:
+    """What a row or card shows for an entry: its one-line quick answer (entries written before
+    the field existed fall back to the first whole sentence of the summary)."""
+    quick = entry.data.get("quick_answer")
+    if isinstance(quick, str) and quick.strip():
+        return " ".join(quick.split())
+    return _first_sentence(entry.data.get("summary", entry.title))
 
 
 def _yaml_string(text: str) -> str:
@@ -726,13 +763,15 @@ def render_entry(
     related: list[RelatedLink],
     titles: dict[str, str],
     page_dir: Path,
+    tag_pages: set[str] | None = None,
+    vocabulary: dict[str, Facet] | None = None,
 ) -> tuple[str, int]:
     """The Markdown page of one entry (and its figures written into `page_dir`)."""
     d = entry.data
     out: list[str] = [
         "---",
         f"title: {_yaml_string(entry.title)}",
-        f"description: {_yaml_string(_first_sentence(d.get('summary', entry.title), 300))}",
+        f"description: {_yaml_string(_summary_line(entry))}",
         "---",
         "",
         f"# {entry.title}",
@@ -745,8 +784,10 @@ def render_entry(
         f'<span class="tw-chip tw-status">{d.get("status", "")}</span>',
         f'<span class="tw-chip tw-repro tw-repro-{status.kind}">{status.label}</span>',
     ]
-    tags = " ".join(f"[#{t}](../../tags/{t}.md){{ .tw-tag }}" for t in d.get("tags") or [])
+    tags = _tag_links(d.get("tags") or [], tag_pages)
     out += [" ".join(chips), "", f"Tags: {tags}" if tags else "", ""]
+    if vocabulary:
+        out += [_facet_line(entry, vocabulary), ""]
     if d.get("status") == "deprecated":
         out += [
             '!!! warning "Deprecated"',
@@ -823,6 +864,8 @@ def render_entry(
         if d.get("root_causes"):
             out += ["**Root causes:**", "", *[f"- {_para(c)}" for c in d["root_causes"]], ""]
 
+    out += _messages_section(root, rules)
+
     fingerprint = d.get("fingerprint") or {}
     out += ["## Detection", ""]
     if fingerprint.get("signal"):
@@ -836,10 +879,11 @@ def render_entry(
             )
         out.append("")
     out += [
-        "Diagnose your own logs offline (nothing leaves your machine):",
+        "Diagnose your own logs offline (nothing leaves your machine), from a clone of the "
+        "repository ([how](../../diagnose.md)):",
         "",
         _fence(
-            "pip install trainwreck\n"
+            "pip install .                        # in the clone: the core, no PyTorch\n"
             "trainwreck diagnose path/to/logs/    # a file, a folder of per-rank logs, a glob\n"
             "trainwreck diagnose --format json run.log",
             "bash",
@@ -899,6 +943,247 @@ def render_entry(
     return "\n".join(out), figure_count
 
 
+# --- tags, facets, messages ----------------------------------------------------------------------
+
+
+def paged_tags(entries: list[Entry]) -> set[str]:
+    """The tags that get a page: those at least MIN_TAG_ENTRIES entries share."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        for tag in set(map(str, entry.data.get("tags") or [])):
+            counts[tag] = counts.get(tag, 0) + 1
+    return {tag for tag, count in counts.items() if count >= MIN_TAG_ENTRIES}
+
+
+def _tag_links(tags: Iterable[Any], paged: set[str] | None) -> str:
+    """Tags as chips: a link where the tag has a page, plain text where it does not."""
+    chips = []
+    for tag in map(str, tags):
+        if paged is None or tag in paged:
+            chips.append(f"[#{tag}](../../tags/{tag}.md){{ .tw-tag }}")
+        else:
+            chips.append(f'<span class="tw-tag">#{tag}</span>')
+    return " ".join(chips)
+
+
+def _facet_line(entry: Entry, vocabulary: dict[str, Facet]) -> str:
+    """'Symptom: Hang · Component: NCCL ...', each value linked to its place on the triage page."""
+    parts = []
+    facets = entry_facets(entry.data)
+    for name in FACETS:
+        values = facets[name]
+        if not values:
+            continue
+        facet = vocabulary[name]
+        shown = []
+        for value in values:
+            label = _cell(facet.term(value).label)
+            if name == "symptom":
+                shown.append(f"[{label}](../../triage.md#symptom-{value})")
+            else:
+                shown.append(label)
+        parts.append(f"**{facet.label}:** {', '.join(shown)}")
+    return " · ".join(parts)
+
+
+def _rule_messages(root: Path, rule: Rule) -> list[str]:
+    """The lines a rule recognises: its documented examples when it has them, else the lines its
+    regex matchers match in the regression logs it must match (tests.match)."""
+    found: list[str] = []
+    for example in rule.data.get("examples") or []:
+        text = example
+        if isinstance(example, dict):
+            text = next(
+                (example[k] for k in ("text", "line", "message") if isinstance(example.get(k), str)),
+                None,
+            )
+        if isinstance(text, str) and text.strip():
+            found.append(text)
+    if not found:
+        from trainwreck.rules import regexes
+
+        patterns = []
+        for spec in (rule.data.get("matchers") or {}).values():
+            if isinstance(spec, dict) and isinstance(spec.get("regex"), str):
+                with contextlib.suppress(Exception):  # compile reports broken patterns
+                    patterns.append(regexes.compile(spec["regex"]))
+        tests = rule.data.get("tests") if isinstance(rule.data.get("tests"), dict) else {}
+        for name in tests.get("match") or []:
+            path = root / str(name)
+            if not patterns or not path.is_file() or not path.resolve().is_relative_to(root.resolve()):
+                continue
+            with open(path, "rb") as handle:
+                text = handle.read(MAX_MESSAGE_LOG_BYTES).decode("utf-8", "replace")
+            for line in text.splitlines():
+                if any(pattern.search(line) for pattern in patterns):
+                    found.append(line)
+    lines: list[str] = []
+    shapes: set[str] = set()
+    for line in found:
+        line = _RANK_PREFIX.sub("", ANSI_RE.sub("", " ".join(line.split())))
+        # Traceback frames and lines that differ only in numbers (ranks, sizes, times) add
+        # nothing a reader would paste.
+        shape = re.sub(r"\d+", "0", line)
+        if not line or line.startswith('File "') or shape in shapes:
+            continue
+        shapes.add(shape)
+        lines.append(line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 1] + "…")
+        if len(lines) >= MAX_MESSAGES_PER_RULE:
+            break
+    return lines
+
+
+def _messages_section(root: Path, rules: list[Rule]) -> list[str]:
+    """'Messages this failure prints': the recognised lines as text, so the site search finds
+    the page from a pasted error line."""
+    lines: list[str] = []
+    for rule in rules:
+        for line in _rule_messages(root, rule):
+            if line not in lines:
+                lines.append(line)
+    if not lines:
+        return []
+    return [
+        "## Messages this failure prints",
+        "",
+        "Lines the detection rules below recognise, as the libraries print them (search the site "
+        "with your own error line to land here):",
+        "",
+        _fence("\n".join(lines), "text"),
+        "",
+    ]
+
+
+# --- the triage page ------------------------------------------------------------------------------
+
+
+def _first_check(entry: Entry) -> str:
+    """The first check of the entry's confirm section, with what confirms it."""
+    items = [c for c in entry.data.get("confirm") or [] if isinstance(c, dict)]
+    if not items:
+        return ""
+    first = items[0]
+    text = _cell(first.get("check", ""))
+    if first.get("expect"):
+        text += f" Expect: {_cell(first['expect'])}"
+    return text
+
+
+def _candidate(
+    entry: Entry,
+    vocabulary: dict[str, Facet],
+    links: list[RelatedLink],
+    titles: dict[str, str],
+) -> list[str]:
+    """One candidate of the triage page: a list item with its facets in data attributes."""
+    facets = entry_facets(entry.data)
+    attributes = " ".join(
+        f'data-{name}="{" ".join(facets[name])}"' for name in ("component", "framework", "scale")
+    )
+    marker = f'<span class="tw-candidate" {attributes}></span>'
+    frameworks = [
+        "any framework" if v == ANY_FRAMEWORK else vocabulary["framework"].term(v).label
+        for v in facets["framework"]
+    ]
+    scales = [vocabulary["scale"].term(v).label for v in facets["scale"]]
+    lines = [
+        f"- {marker}**[{_cell(entry.title)}](entries/{entry.id}/index.md)**: "
+        f"{_cell(_summary_line(entry))}",
+        "",
+        f"    - *Framework:* {', '.join(frameworks)} · *Scale:* {', '.join(scales)}",
+    ]
+    first = _first_check(entry)
+    if first:
+        lines.append(f"    - *First check:* {first}")
+    for link in links:
+        if link.relation == "confused-with" and link.id in titles:
+            note = f": {_cell(link.note)}" if link.note else ""
+            lines.append(
+                f"    - *Not to be confused with* [{_cell(titles[link.id])}]"
+                f"(entries/{link.id}/index.md){note}"
+            )
+    return [*lines, ""]
+
+
+def _filter_bar(vocabulary: dict[str, Facet]) -> str:
+    """The empty, hidden filter bar; triage.js fills it with the options carried here, so the
+    labels come from the vocabulary in the schema, not from the script."""
+    import html
+
+    attributes = []
+    for name in FACETS:
+        options = [
+            [term.value, term.label]
+            for term in vocabulary[name].terms
+            if not (name == "framework" and term.value == ANY_FRAMEWORK)
+        ]
+        attributes.append(
+            f'data-{name}-label="{html.escape(vocabulary[name].label)}" '
+            f'data-{name}-options="{html.escape(json.dumps(options))}"'
+        )
+    return f'<div class="tw-triage-filters" hidden {" ".join(attributes)}></div>'
+
+
+def render_triage(
+    entries: list[Entry], vocabulary: dict[str, Facet], links: dict[str, list[RelatedLink]]
+) -> str:
+    """'What are you seeing?': symptom, then component; the candidates with their quick answer
+    and the first check that tells them apart. Plain nested lists without JavaScript; with it,
+    docs/javascripts/triage.js adds filters by component, framework and scale."""
+    titles = {e.id: e.title for e in entries}
+    ordered = sorted(entries, key=lambda e: e.title.lower())
+    symptom_facet, component_facet = vocabulary["symptom"], vocabulary["component"]
+    out = [
+        "---",
+        "title: What are you seeing?",
+        "description: Start from what the failing run shows and narrow down to the failure.",
+        "---",
+        "",
+        "# What are you seeing?",
+        "",
+        "Pick what the run shows, then the part of the stack it points at. Each candidate has its "
+        "quick answer and the first check that tells it apart from the others. Have an error "
+        "line? Paste it into the search box: every failure page lists the messages it prints.",
+        "",
+        _filter_bar(vocabulary),
+        "",
+    ]
+    present = [
+        term for term in symptom_facet.terms
+        if any(term.value in entry_facets(e.data)["symptom"] for e in ordered)
+    ]
+    out += [
+        f"- [{_cell(term.label)}](#symptom-{term.value}): {_cell(term.description)}"
+        for term in present
+    ]
+    out.append("")
+    for term in present:
+        out += [
+            f'<div class="tw-triage-symptom" data-symptom="{term.value}" markdown>',
+            "",
+            f"## {term.label} {{ #symptom-{term.value} }}",
+            "",
+            f"*{_cell(term.description)}*",
+            "",
+        ]
+        group = [e for e in ordered if term.value in entry_facets(e.data)["symptom"]]
+        for component in component_facet.terms:
+            members = [e for e in group if component.value in entry_facets(e.data)["component"]]
+            if not members:
+                continue
+            out += [
+                f'<div class="tw-triage-component" data-component="{component.value}" markdown>',
+                "",
+                f"### {term.label}: {component.label} {{ #{term.value}-{component.value} }}",
+                "",
+            ]
+            for entry in members:
+                out += _candidate(entry, vocabulary, links.get(entry.id, []), titles)
+            out += ["</div>", ""]
+        out += ["</div>", ""]
+    return "\n".join(out)
+
+
 # --- index pages -------------------------------------------------------------------------------
 
 
@@ -906,7 +1191,7 @@ def _entry_row(entry: Entry, status: Status, prefix: str) -> str:
     d = entry.data
     return (
         f"| [{_cell(entry.title)}]({prefix}{entry.id}/index.md) | {d.get('severity', '')} "
-        f"| {status.label} | {_cell(_first_sentence(d.get('summary', '')))} |"
+        f"| {status.label} | {_cell(_summary_line(entry))} |"
     )
 
 
@@ -975,8 +1260,18 @@ def render_indexes(
     for entry in entries:
         for tag in entry.data.get("tags") or []:
             tags.setdefault(str(tag), []).append(entry)
-    lines = ["# Tags", "", "| Tag | Failures |", "|---|---|"]
+    lines = [
+        "# Tags",
+        "",
+        f"Tags shared by at least {MIN_TAG_ENTRIES} failures. To narrow down by what you see, use "
+        "[What are you seeing?](../triage.md).",
+        "",
+        "| Tag | Failures |",
+        "|---|---|",
+    ]
     for tag in sorted(tags):
+        if len(tags[tag]) < MIN_TAG_ENTRIES:
+            continue
         lines.append(f"| [{tag}]({tag}.md) | {len(tags[tag])} |")
         pages[f"tags/{tag}.md"] = "\n".join(
             [
@@ -1078,6 +1373,8 @@ def generate_docs(
     records = _manifest_records(manifest)
     pages = Pages()
     links = related_links(entries)
+    tag_pages = paged_tags(entries)
+    vocabulary = load_vocabulary(root)
     titles = {e.id: e.title for e in entries}
     rules_by_entry: dict[str, list[Rule]] = {}
     for rule in rules:
@@ -1099,11 +1396,15 @@ def generate_docs(
             related=links[entry.id],
             titles=titles,
             page_dir=page_dir,
+            tag_pages=tag_pages,
+            vocabulary=vocabulary,
         )
         (page_dir / "index.md").write_text(text, encoding="utf-8")
         pages.entries += 1
         pages.figures += figures
-    for path, text in render_indexes(entries, pages.statuses, rules).items():
+    generated = render_indexes(entries, pages.statuses, rules)
+    generated["triage.md"] = render_triage(entries, vocabulary, links)
+    for path, text in generated.items():
         target = docs_out / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
