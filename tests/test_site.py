@@ -545,8 +545,9 @@ def test_index_rows_show_the_whole_quick_answer(built: Path) -> None:
 
 def test_entry_page_lists_the_messages_its_rules_recognise(built: Path) -> None:
     html = _page(built, "entries/demo-straggler/index.html")
-    start, end = html.index('id="messages-this-failure-prints"'), html.index('id="detection"')
-    assert start < end
+    start, end = html.index("Messages this failure prints"), html.index('id="symptoms"')
+    assert start < end  # in the page's opening part, collapsed
+    assert "<details" in html[start - 200 : start]
     text = re.sub(r"<[^>]+>", "", html[start:end])
     assert "step 1 time_ms 101.0" in text  # one line per shape, without the rank prefix
     assert "step 2 time_ms" not in text and "[rank0]:" not in text

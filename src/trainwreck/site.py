@@ -797,6 +797,7 @@ def render_entry(
         ]
     out += ['!!! abstract "Quick answer"', "", _indent(_para(d.get("summary", ""))), ""]
     out += [f"**Reproduction:** {status.sentence} ([details](#reproduction))", ""]
+    out += _messages_section(root, rules)
 
     if d.get("symptoms"):
         out += ["## Symptoms", "", "| What you observe | Why it happens |", "|---|---|"]
@@ -863,8 +864,6 @@ def render_entry(
             out += [_para(d["mechanism"]), ""]
         if d.get("root_causes"):
             out += ["**Root causes:**", "", *[f"- {_para(c)}" for c in d["root_causes"]], ""]
-
-    out += _messages_section(root, rules)
 
     fingerprint = d.get("fingerprint") or {}
     out += ["## Detection", ""]
@@ -946,6 +945,11 @@ def render_entry(
 # --- tags, facets, messages ----------------------------------------------------------------------
 
 
+# Front matter of generated lists that only repeat entry titles and quick answers: kept out of
+# the search index, so a pasted message lands on the entry, not on a short list that names it.
+_SEARCH_EXCLUDED = ("---", "search:", "  exclude: true", "---", "")
+
+
 def paged_tags(entries: list[Entry]) -> set[str]:
     """The tags that get a page: those at least MIN_TAG_ENTRIES entries share."""
     counts: dict[str, int] = {}
@@ -1002,21 +1006,33 @@ def _rule_messages(root: Path, rule: Rule) -> list[str]:
     if not found:
         from trainwreck.rules import regexes
 
+        # Only the matchers whose lines the rule reports as evidence, in the order it lists them
+        # (the failure's own message first): the others describe context (a checkpoint save that
+        # explains a slow step), not the failure.
+        matchers = rule.data.get("matchers") if isinstance(rule.data.get("matchers"), dict) else {}
+        report = rule.data.get("report") if isinstance(rule.data.get("report"), dict) else {}
+        evidence = report.get("evidence") if isinstance(report.get("evidence"), list) else None
         patterns = []
-        for spec in (rule.data.get("matchers") or {}).values():
-            if isinstance(spec, dict) and isinstance(spec.get("regex"), str):
-                with contextlib.suppress(Exception):  # compile reports broken patterns
-                    patterns.append(regexes.compile(spec["regex"]))
+        for name in evidence if evidence is not None else list(matchers):
+            spec = matchers.get(name)
+            spec = spec if isinstance(spec, dict) else {}
+            block = spec.get("block") if isinstance(spec.get("block"), dict) else {}
+            captures = block.get("capture") if isinstance(block.get("capture"), list) else []
+            for pattern in [spec.get("regex"), block.get("start"), *captures, block.get("end")]:
+                if isinstance(pattern, str):
+                    with contextlib.suppress(Exception):  # compile reports broken patterns
+                        patterns.append(regexes.compile(pattern))
         tests = rule.data.get("tests") if isinstance(rule.data.get("tests"), dict) else {}
+        logs: list[list[str]] = []
         for name in tests.get("match") or []:
             path = root / str(name)
-            if not patterns or not path.is_file() or not path.resolve().is_relative_to(root.resolve()):
+            if not path.is_file() or not path.resolve().is_relative_to(root.resolve()):
                 continue
             with open(path, "rb") as handle:
-                text = handle.read(MAX_MESSAGE_LOG_BYTES).decode("utf-8", "replace")
-            for line in text.splitlines():
-                if any(pattern.search(line) for pattern in patterns):
-                    found.append(line)
+                logs.append(handle.read(MAX_MESSAGE_LOG_BYTES).decode("utf-8", "replace").splitlines())
+        for pattern in patterns:
+            for log in logs:
+                found.extend(line for line in log if pattern.search(line))
     lines: list[str] = []
     shapes: set[str] = set()
     for line in found:
@@ -1043,15 +1059,14 @@ def _messages_section(root: Path, rules: list[Rule]) -> list[str]:
                 lines.append(line)
     if not lines:
         return []
-    return [
-        "## Messages this failure prints",
-        "",
-        "Lines the detection rules below recognise, as the libraries print them (search the site "
-        "with your own error line to land here):",
+    # A collapsed block in the page's opening part: the search engine ranks the opening of a
+    # page above its sections, so a pasted line lands on the page that prints it.
+    body = [
+        "Lines the [detection rules](#detection) recognise, as the libraries print them:",
         "",
         _fence("\n".join(lines), "text"),
-        "",
     ]
+    return ['??? quote "Messages this failure prints"', "", _indent("\n".join(body)), ""]
 
 
 # --- the triage page ------------------------------------------------------------------------------
@@ -1241,7 +1256,7 @@ def render_indexes(
         lines.append("")
     pages["entries/index.md"] = "\n".join(lines)
 
-    lines = ["# Failures by severity", ""]
+    lines = [*_SEARCH_EXCLUDED, "# Failures by severity", ""]
     for severity in SEVERITY_ORDER:
         group = [e for e in entries if e.data.get("severity") == severity]
         if not group:
@@ -1275,6 +1290,7 @@ def render_indexes(
         lines.append(f"| [{tag}]({tag}.md) | {len(tags[tag])} |")
         pages[f"tags/{tag}.md"] = "\n".join(
             [
+                *_SEARCH_EXCLUDED,
                 f"# Tag: {tag}",
                 "",
                 "| Failure | Severity | Reproduction | Quick answer |",

@@ -1,0 +1,179 @@
+"""Search by error text, as a reader does it: the real encyclopedia built with
+`trainwreck build --no-reproduce`, served on localhost and opened in headless Chromium; a
+distinctive line of every entry is typed into the mkdocs-material search box, and that entry's page
+must be the first result.
+
+The lines are messages as the libraries print them (each is on its entry's page under "Messages
+this failure prints", taken from the rules' regression logs). Two performance failures print no
+message at all; for them the test types what a reader would search for instead.
+Without Chromium the test is skipped, except in CI (CI=true), where it fails.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cdp import Browser, find_chromium
+
+from trainwreck import site
+from trainwreck.model import load_entries
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# entry -> what the reader pastes (or, for failures without a message, types)
+QUERIES: dict[str, str] = {
+    "checkpoint-disk-full": "OSError: [Errno 28] No space left on device",
+    "checkpoint-truncated": "PytorchStreamReader failed reading zip archive: failed finding central directory",
+    "cuda-allocator-fragmentation": "cudaMalloc retries",
+    "cuda-device-side-assert": "torch.AcceleratorError: CUDA error: device-side assert triggered",
+    "cuda-illegal-memory-access": "CUDA error: an illegal memory access was encountered",
+    "cuda-oom-capacity": "RuntimeError: CUDA error: out of memory",
+    "dataloader-shm-exhausted": "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+    "dataloader-worker-killed": "RuntimeError: DataLoader worker (pid 48213) is killed by signal: Killed.",
+    "ddp-param-ready-twice": "RuntimeError: Expected to mark a variable ready only once.",
+    "ddp-unused-parameters": "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.",
+    "dynamo-recompile-limit": "torch._dynamo hit config.recompile_limit (8)",
+    "fp16-loss-scale-collapse": "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+    "gpu-xid-fault": "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    "nan-loss": "RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output.",
+    "nccl-collective-timeout": "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2410, OpType=ALLREDUCE",
+    "nccl-error": "NCCL error: remote process exited or there was a network error",
+    "nfs-stale-file-handle": "OSError: [Errno 116] Stale file handle",
+    "python-gc-straggler": "garbage collection pauses",
+    # " -98" is query syntax to lunr ("must not contain 98"): docs/javascripts/search-paste.js
+    "rendezvous-port-in-use": "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
+    "sequence-length-imbalance-straggler": "sequence length imbalance",
+    "silent-data-corruption": "AssertionError: Parameter hashes not matching across DP replicas",
+    "tokenizers-fork-deadlock": "huggingface/tokenizers: The current process just got forked, after parallelism has already been used. Disabling parallelism to avoid deadlocks...",
+}
+# The performance failures that print no message of their own.
+NO_MESSAGE = {"python-gc-straggler", "sequence-length-imbalance-straggler"}
+
+
+def test_every_entry_has_a_query() -> None:
+    entries, _ = load_entries(REPO)
+    assert {entry.id for entry in entries} == set(QUERIES)
+
+
+def _require_chromium() -> str:
+    executable = find_chromium()
+    if executable is None:
+        reason = "headless Chromium is not installed (Debian: apt-get install -y chromium)"
+        if IN_CI:
+            pytest.fail(f"{reason}; CI must run the browser test")
+        pytest.skip(reason)
+    return executable
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A copy of the repository's knowledge base, built without running notebooks, served."""
+    _require_chromium()
+    for module in ("mkdocs", "material"):
+        if IN_CI:
+            __import__(module)
+        else:
+            pytest.importorskip(module)
+    root = tmp_path_factory.mktemp("search") / "repo"
+    for name in ("entries", "rules", "schemas", "docs", "notebooks", "tests/logs"):
+        shutil.copytree(REPO / name, root / name)
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    site.build(root, reproduce=False)
+    server = site.make_server(root / "site")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(served: str) -> Iterator[Browser]:
+    with Browser(_require_chromium()) as chromium:
+        yield chromium
+
+
+RESULTS = """(() => {
+  const meta = document.querySelector('.md-search-result__meta');
+  const links = [...document.querySelectorAll('.md-search-result__item > a')];
+  if (!meta || !links.length || !meta.textContent.match(/\\d/)) return null;
+  return links.map(a => a.getAttribute('href'));
+})()"""
+
+
+def search(browser: Browser, served: str, query: str) -> list[str]:
+    browser.open(f"{served}/")
+    browser.evaluate(
+        "document.querySelector('label.md-search__icon, .md-header__button[for=__search]').click()"
+    )
+    browser.wait_for(
+        "document.activeElement && document.activeElement.matches('input.md-search__input') || (document.querySelector('input.md-search__input').focus(), false)"
+    )
+    browser.type_text(query)
+    return browser.wait_for(RESULTS, timeout=30)
+
+
+def test_each_message_is_on_its_entry_page(served: str) -> None:
+    """The queries are real: each is printed under "Messages this failure prints" on its page."""
+    for entry_id, query in QUERIES.items():
+        if entry_id in NO_MESSAGE:
+            continue
+        with urllib.request.urlopen(f"{served}/entries/{entry_id}/") as reply:
+            page = reply.read().decode("utf-8")
+        start = page.index("Messages this failure prints")
+        block = html.unescape(re.sub(r"<[^>]+>", "", page[start : page.index("</details>", start)]))
+        assert query in block, (entry_id, query)
+
+
+def test_a_pasted_message_finds_its_entry_first(browser: Browser, served: str) -> None:
+    misses = {}
+    firsts = {}
+    for entry_id, query in QUERIES.items():
+        hrefs = search(browser, served, query)
+        firsts[entry_id] = hrefs[0]
+        if f"entries/{entry_id}/" not in hrefs[0]:
+            misses[entry_id] = hrefs[:3]
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "search-first-results.json").write_text(json.dumps(firsts, indent=2))
+    assert not misses, misses
+
+
+def test_triage_filters_narrow_the_candidates(browser: Browser, served: str) -> None:
+    """With JavaScript the triage page's nested lists become filters; every entry is reachable."""
+    browser.open(f"{served}/triage/")
+    browser.wait_for("!document.querySelector('.tw-triage-filters').hidden")
+    visible = """[...document.querySelectorAll('.tw-candidate')]
+        .filter(m => m.closest('li').offsetParent !== null)
+        .map(m => m.closest('li').querySelector('a').getAttribute('href').split('/').slice(-2)[0])"""
+    everything = set(browser.evaluate(visible))
+    assert everything == set(QUERIES)  # the page reaches every entry
+
+    def choose(name: str, value: str) -> set[str]:
+        browser.evaluate(
+            f"(s => {{ s.value = {json.dumps(value)}; s.dispatchEvent(new Event('change')); }})"
+            f"(document.querySelector('.tw-triage-filters select[name={name}]'))"
+        )
+        return set(browser.evaluate(visible))
+
+    crashes = choose("symptom", "crash")
+    assert {"ddp-unused-parameters", "cuda-device-side-assert"} <= crashes
+    assert "python-gc-straggler" not in crashes
+    ddp = choose("framework", "ddp")
+    assert "ddp-unused-parameters" in ddp and "nccl-error" in ddp  # "any framework" stays
+    single = choose("scale", "single-gpu")
+    assert "ddp-unused-parameters" not in single and "cuda-device-side-assert" in single
+    assert "match" in browser.evaluate("document.querySelector('.tw-triage-count').textContent")
+    browser.screenshot(ARTIFACTS / "triage-filtered.png", full_page=False)
