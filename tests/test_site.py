@@ -545,6 +545,8 @@ def test_index_rows_show_the_whole_quick_answer(built: Path) -> None:
 
 def test_entry_page_lists_the_messages_its_rules_recognise(built: Path) -> None:
     html = _page(built, "entries/demo-straggler/index.html")
+    # the one-line quick answer opens the Quick answer box
+    assert "<strong>One rank pauses and the others wait; freeze the heap after start-up.</strong>" in html
     start, end = html.index("Messages this failure prints"), html.index('id="symptoms"')
     assert start < end  # in the page's opening part, collapsed
     assert "<details" in html[start - 200 : start]

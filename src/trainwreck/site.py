@@ -795,7 +795,9 @@ def render_entry(
             "    Kept for history: this failure no longer applies to current versions.",
             "",
         ]
-    out += ['!!! abstract "Quick answer"', "", _indent(_para(d.get("summary", ""))), ""]
+    quick = d.get("quick_answer")
+    opening = f"**{_para(quick)}**\n\n" if isinstance(quick, str) and quick.strip() else ""
+    out += ['!!! abstract "Quick answer"', "", _indent(opening + _para(d.get("summary", ""))), ""]
     out += [f"**Reproduction:** {status.sentence} ([details](#reproduction))", ""]
     out += _messages_section(root, rules)
 
