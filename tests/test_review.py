@@ -67,7 +67,7 @@ def scratch_repo(root: Path) -> Path:
     for folder in ("entries", "rules"):
         (root / folder).mkdir(parents=True)
     shutil.copytree(REPO / "schemas", root / "schemas")
-    (root / "mkdocs.yml").write_text("site_name: Demo\nsite_url: https://demo.example.org/\n")
+    (root / "mkdocs.yml").write_text("site_name: Demo\nsite_url: https://kb.trainwreck-demo.net/\n")
     add_failure(root, "alpha", r"AlphaError: widget \w+ failed", "AlphaError: widget x failed")
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
@@ -119,7 +119,7 @@ def test_review_reports_each_planted_change_and_exits_1(tmp_path, capsys):
     assert deltas["tests/logs/gamma/broken.log"].base is None  # a new log, not a break
     assert not deltas["tests/logs/gamma/broken.log"].broken
     assert review.broken == [f"log `tests/logs/alpha/broken.log`: {alpha_log.broken[0]}"]
-    assert "https://demo.example.org/entries/gamma/ : entry page (added)" in review.pages
+    assert "https://kb.trainwreck-demo.net/entries/gamma/ : entry page (added)" in review.pages
 
     code = main(["review", "--root", str(root), "--base", "main"])
     captured = capsys.readouterr()
@@ -224,7 +224,8 @@ def test_review_reports_notebook_changes_and_a_failed_run(tmp_path, capsys):
     assert main(["review", "--root", str(root), "--base", "main"]) == 1
     text = capsys.readouterr().out
     assert "| `delta` | changed (code) | **Failed: the last run, on 2026-11-30" in text
-    assert "https://trainwreck.dev/entries/delta/ : entry page (reproduction)" in text
+    # no site address configured: the page is named by its path, never by a made-up domain
+    assert "- entries/delta/ : entry page (reproduction)" in text
 
 
 def test_the_base_tree_holds_no_link_out_of_it(tmp_path):

@@ -287,7 +287,8 @@ version = "0.1.0"
 PACK_MKDOCS = """\
 # `trainwreck diagnose` links each finding of this pack to <site_url>entries/<id>/.
 # TODO: set site_url to where your team publishes these entries (an internal wiki or a
-# `trainwreck build` of this repository); the .invalid address below resolves nowhere.
+# `trainwreck build` of this repository). The .invalid address below is a placeholder, so until
+# then diagnose prints no link (or the page in a local build under site/).
 site_name: {name}
 site_url: https://{name}.invalid/
 """
