@@ -178,9 +178,18 @@ def test_fence_outlasts_backticks_in_code() -> None:
 
 def test_table_cells_are_one_line_with_pipes_escaped() -> None:
     assert site._cell("a | b\n  c") == "a \\| b c"
-    # Inside a code span the table keeps the pipe itself; an escape would be shown.
-    assert site._cell("x `a|b` | y") == "x `a|b` \\| y"
+    # A code span is rendered (and sanitised) before the table sees it; its pipe stays escaped.
+    assert site._cell("x `a|b` | y") == "x <code>a\\|b</code> \\| y"
     assert site._code("a`b|c") == "``a`b|c``"
+
+
+def test_pipes_in_cells_and_code_spans_render_in_one_cell() -> None:
+    import markdown
+
+    table = f"| a | b |\n|---|---|\n| {site._cell('x `a|b` | y')} | z |\n"
+    html = markdown.markdown(table, extensions=["tables"])
+    assert "<td>x <code>a|b</code> | y</td>" in html
+    assert "<td>z</td>" in html
 
 
 def test_regex_with_alternation_renders_in_the_rule_table() -> None:
@@ -396,7 +405,7 @@ def test_broken_link_fails_the_strict_build(tmp_path: Path, capsys) -> None:
     )
     assert main(["build", "--root", str(root), "--no-reproduce"]) == 1
     err = capsys.readouterr().err
-    assert "mkdocs build --strict failed" in err and "nowhere.md" in err
+    assert "entries/demo-hardware.yaml: link 'nowhere.md' points to no page" in err
     assert "Traceback" not in err
 
 
