@@ -13,8 +13,8 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from trainwreck.markup import markup_problems, url_problem
 from trainwreck.model import (
     Document,
     DocumentError,
@@ -151,6 +151,7 @@ def entry_problems(entry: Entry, root: Path) -> list[Problem]:
             )
         )
     problems.extend(reference_problems(document))
+    problems.extend(markup_problems(document))
     return problems
 
 
@@ -160,24 +161,15 @@ def _first_line(path: Path) -> str:
 
 
 def reference_problems(document: Document) -> list[Problem]:
-    """URLs must be absolute http(s) URLs with a real-looking host (schema formats are lax)."""
+    """URLs must be absolute http(s) URLs with a real-looking host, in RFC 3986 characters with
+    balanced parentheses (jsonschema checks format 'uri' only with an extra package)."""
     problems = []
     for index, reference in enumerate(document.data.get("references") or []):
         if not isinstance(reference, dict) or not isinstance(reference.get("url"), str):
             continue
-        url = reference["url"]
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if (
-            parts.scheme not in ("http", "https")
-            or "." not in host
-            or any(c.isspace() for c in url)
-        ):
-            problems.append(
-                document.problem(
-                    ("references", index, "url"), f"'{url}' is not a well-formed http(s) URL"
-                )
-            )
+        message = url_problem(reference["url"])
+        if message:
+            problems.append(document.problem(("references", index, "url"), message))
     return problems
 
 

@@ -28,9 +28,8 @@ from collections.abc import Callable
 from functools import cache
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urlsplit
 
-LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+from trainwreck.markup import LINK_SCHEMES, link_scheme
 
 # Characters that Python-Markdown (with the tables extension) treats as syntax and accepts a
 # backslash escape for; a backslash before any other character would be shown.
@@ -104,15 +103,6 @@ def safe_href(url: Any) -> str | None:
     return None
 
 
-def link_scheme(url: str) -> str | None:
-    """The scheme a browser would see in `url` (entities decoded, tabs and newlines dropped,
-    lower case), or None for a relative link."""
-    decoded = html.unescape(url)
-    squeezed = "".join(c for c in decoded if c > " " and c != "\x7f").lower()
-    match = re.match(r"([a-z][a-z0-9+.\-]*):", squeezed)
-    return match.group(1) if match else None
-
-
 # --- internals -------------------------------------------------------------------------------
 
 
@@ -156,15 +146,20 @@ def _clean(rendered: str, tags: frozenset[str], links: LinkResolver | None) -> s
 def _attribute_filter(
     tag: str, attribute: str, value: str, links: LinkResolver | None
 ) -> str | None:
-    if tag == "a" and attribute == "href" and links is not None:
-        parts = urlsplit(value)
-        if not parts.scheme and not parts.netloc and not value.startswith("#"):
+    if attribute in ("href", "src"):
+        # Judged as a browser reads it (tabs and newlines dropped, entities decoded), not as
+        # written: "java\tscript:" is a javascript: URL to a browser.
+        scheme = link_scheme(value)
+        if scheme is not None and scheme not in LINK_SCHEMES:
+            return None
+        value = "".join(c for c in value if c not in "\t\n\r")
+        relative = scheme is None and not value.lstrip().startswith("//")
+        if tag == "img":
+            # Images only from the page's own folder: no tracking pixels, no data: documents.
+            return value if relative else None
+        if relative and links is not None and not value.startswith("#"):
             return links(value)
         return value
-    if tag == "img" and attribute == "src":
-        # Images only from the page's own folder: no tracking pixels, no data: documents.
-        parts = urlsplit(value)
-        return value if not parts.scheme and not parts.netloc else None
     if tag == "code" and attribute == "class":
         return value if re.fullmatch(r"language-[\w+#.-]+", value) else None
     if tag in ("td", "th") and attribute == "align":

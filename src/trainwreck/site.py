@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainwreck.markup import url_problem
 from trainwreck.model import DocumentError, Entry, Problem, load_entries, load_yaml
 from trainwreck.sanitize import (
     SanitizerMissing,
     escape_attribute,
     escape_text,
     render_markdown,
-    safe_href,
 )
 
 Progress = Callable[[str], None]
@@ -1060,7 +1060,7 @@ def _reference_link(ref: Any) -> str:
     url = str(ref.get("url") or "")
     title = _plain(ref.get("title") or url)
     kind = f" ({_plain(ref.get('kind'))})" if ref.get("kind") else ""
-    if safe_href(url) is None or not url.lower().startswith(("http://", "https://")):
+    if url_problem(url) is not None:
         return f"{title} ({_code(url)}){kind}"
     return f'<a href="{escape_attribute(url)}">{title}</a>{kind}'
 
