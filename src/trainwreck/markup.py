@@ -165,7 +165,7 @@ _CODE_SPAN_RE = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
 _TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)(?=[\s/>])([^<>]*)>?")
 _HANDLER_RE = re.compile(r"(?:^|[\s/\"'])(on[a-z]+)\s*=", re.I)
 _OTHER_MARKUP_RE = re.compile(r"<!--|<!\[CDATA\[|<\?[A-Za-z]|<![A-Za-z]")
-_LINK_RE = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]*)")
+_LINK_RE = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\n]*)")
 _REFERENCE_DEFINITION_RE = re.compile(r"^[ ]{0,3}\[[^\]\n]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)
 _AUTOLINK_RE = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]*:[^\s<>]*)>")
 _ATTR_LIST_RE = re.compile(r"\{:?[ \t]*(?:[#.][A-Za-z_][\w-]*|[A-Za-z_][\w:-]*[ \t]*=)[^}\n]*\}")
@@ -194,35 +194,31 @@ def link_scheme(url: str) -> str | None:
 
 
 def markup_findings(text: str) -> list[str]:
-    """What in `text` would be markup rather than text, one message each (in order)."""
+    """What in `text` would be markup rather than text, one phrase each (in order)."""
     prose = _blank_code(text)
     found: list[tuple[int, str]] = []
+    closing_tags: list[tuple[int, str]] = []  # reported only when nothing else is
     for match in _TAG_RE.finditer(prose):
         closing, name, rest = match.groups()
         handler = _HANDLER_RE.search(rest)
         if handler:
-            found.append(
-                (match.start(), f"event handler attribute '{handler.group(1).lower()}' in <{name}>")
-            )
+            attribute = handler.group(1).lower()
+            found.append((match.start(), f"an event handler attribute '{attribute}' in <{name}>"))
         elif name.lower() in HTML_ELEMENTS:
-            found.append((match.start(), f"raw HTML <{closing}{name.lower()}>"))
+            tags = closing_tags if closing else found
+            tags.append((match.start(), f"raw HTML <{closing}{name.lower()}>"))
     for match in _OTHER_MARKUP_RE.finditer(prose):
         found.append((match.start(), f"raw HTML '{match.group(0)}'"))
     for pattern in (_LINK_RE, _REFERENCE_DEFINITION_RE, _AUTOLINK_RE):
         for match in pattern.finditer(prose):
             scheme = link_scheme(match.group(1))
             if scheme is not None and scheme not in LINK_SCHEMES:
-                found.append(
-                    (
-                        match.start(),
-                        f"link to a '{scheme}:' URL (only http(s), mailto and relative)",
-                    )
-                )
+                found.append((match.start(), f"a link to a '{scheme}:' URL"))
     for match in _ATTR_LIST_RE.finditer(prose):
         shown = " ".join(match.group(0).split())
         shown = shown if len(shown) <= 40 else shown[:39] + "…"
-        found.append((match.start(), f"attribute list '{shown}'"))
-    return [message for _, message in sorted(found)]
+        found.append((match.start(), f"an attribute list '{shown}'"))
+    return [message for _, message in sorted(found or closing_tags)]
 
 
 def url_problem(url: str) -> str | None:
@@ -255,7 +251,7 @@ def markup_problems(document: Document, *, code_keys: tuple[str, ...] = ("code",
     problems = []
     for path, value in _strings(document.data, ()):
         key = path[-1] if path else ""
-        if key in code_keys:
+        if key in code_keys or key == "url":  # code is code; URLs have their own check
             continue
         if key == "language":
             if not LANGUAGE_RE.fullmatch(value):
@@ -265,7 +261,10 @@ def markup_problems(document: Document, *, code_keys: tuple[str, ...] = ("code",
             continue
         for message in markup_findings(value):
             problems.append(
-                document.problem(path, f"{message}: contributed text is shown as text, not markup")
+                document.problem(
+                    path,
+                    f"{message} is not allowed in contributed text{_HINTS.get(message.split()[1], '')}",
+                )
             )
     return problems
 
@@ -284,11 +283,21 @@ def rule_markup_problems(document: Document) -> list[Problem]:
         for field, value in fields.items() if isinstance(fields, dict) else []:
             texts.append((("matchers", name, "json", field), value))
     return [
-        document.problem(path, f"{message}: contributed text is shown as text, not markup")
+        document.problem(
+            path,
+            f"{message} is not allowed in contributed text{_HINTS.get(message.split()[1], '')}",
+        )
         for path, value in texts
         if isinstance(value, str)
         for message in markup_findings(value)
     ]
+
+
+# What to write instead, by the second word of the finding.
+_HINTS = {
+    "link": " (links are http(s), mailto or relative)",
+    "HTML": " (write Markdown; a tag meant as text goes in `backticks`)",
+}
 
 
 def _strings(data: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
