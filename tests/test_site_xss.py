@@ -228,3 +228,12 @@ def test_reference_url_cannot_end_the_link_early(hostile_site: Path) -> None:
     html = (hostile_site / f"entries/{ENTRY_ID}/index.html").read_text(encoding="utf-8")
     assert "<svg/onload" not in html
     assert 'href="https://a.com/)&lt;svg/onload' in html or "https://a.com/)" in html
+
+
+def test_headings_with_quotes_and_markup_keep_their_toc_text() -> None:
+    toc = md.Markdown(extensions=["toc", "attr_list"])
+    heading = site._cell('it\'s <b>"x"</b> `y`')
+    toc.convert(f"### Fix: {heading}")
+    token = toc.toc_tokens[0]
+    assert html.unescape(token["name"]) == 'Fix: it\'s <b>"x"</b> y'
+    assert token["id"] == "fix-its-bxb-y"

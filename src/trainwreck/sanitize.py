@@ -65,7 +65,7 @@ class SanitizerMissing(ImportError):
 def escape_text(value: Any) -> str:
     """Plain text for any inline place of a Markdown page, shown exactly as written."""
     flat = " ".join(str(value).split())
-    return _ESCAPE_RE.sub(lambda m: "\\" + m.group(0), html.escape(flat, quote=True))
+    return _ESCAPE_RE.sub(lambda m: "\\" + m.group(0), _escape_html(flat))
 
 
 def escape_attribute(value: Any) -> str:
@@ -104,6 +104,11 @@ def safe_href(url: Any) -> str | None:
 
 
 # --- internals -------------------------------------------------------------------------------
+
+
+def _escape_html(text: str) -> str:
+    """&, <, > and " as named entities: no "#" in them for a Markdown escape to break."""
+    return html.escape(text, quote=False).replace('"', "&quot;")
 
 
 def _reference(char: str) -> str:
@@ -220,7 +225,7 @@ class _Inert(HTMLParser):
         elif self.inline:
             # Inline HTML is always processed by the page's inline patterns: backslash escapes
             # come out as the plain characters (a "|" stays "|" in the HTML, as before).
-            flat = html.escape(data.replace("\n", " "), quote=True)
+            flat = _escape_html(data.replace("\n", " "))
             self.out.append(_ESCAPE_RE.sub(lambda m: "\\" + m.group(0), flat))
         elif data.strip():
             self.out.append(
