@@ -90,3 +90,30 @@ def test_compile_reports_markup_in_rule_text(tmp_path: Path) -> None:
         for text in located
     ), located
     shutil.rmtree(root)
+
+
+def test_check_reports_markup_in_notebook_markdown_cells(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "browser"))
+    from fixture_repo import make_repo, notebook
+
+    from trainwreck.check import check_entries
+
+    root = make_repo(tmp_path / "repo")
+    data = notebook()
+    data["cells"][3]["source"] = (
+        "## Before and after\n\n<img src=x onerror=alert(1)> [x](javascript:y)"
+    )
+    text = json.dumps(data, indent=1)
+    (root / "notebooks/demo-straggler.ipynb").write_text(text)
+    problems, _ = check_entries(root, [root / "entries/demo-straggler.yaml"])
+    line = text[: text.index('"cell_type": "markdown"', text.index('"cell-2"'))].count("\n") + 1
+    found = sorted(str(p) for p in problems if p.file == "notebooks/demo-straggler.ipynb")
+    assert found == [
+        f"notebooks/demo-straggler.ipynb:{line}:4: cells[3]: a link to a 'javascript:' URL is not "
+        "allowed in a markdown cell (links are http(s), mailto or relative)",
+        f"notebooks/demo-straggler.ipynb:{line}:4: cells[3]: an event handler attribute 'onerror' "
+        "in <img> is not allowed in a markdown cell",
+    ], found

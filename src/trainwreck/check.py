@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from trainwreck.markup import markup_problems, url_problem
+from trainwreck.markup import markup_problems, notebook_markup_problems, url_problem
 from trainwreck.model import (
     Document,
     DocumentError,
@@ -126,6 +126,7 @@ def check_entries(root: Path, targets: list[Path]) -> tuple[list[Problem], int]:
     problems.extend(link_problems(checked, known))
     problems.extend(rule_reference_problems(checked, root))
     problems.extend(reproduction_problems(checked, root))
+    problems.extend(notebook_text_problems(checked, root))
     return sorted(set(problems), key=_order), len(targets)
 
 
@@ -268,6 +269,27 @@ def rule_reference_problems(checked: list[Entry], root: Path) -> list[Problem]:
                         f"rule '{rule_id}' diagnoses '{rule_entries[rule_id]}', not this entry",
                     )
                 )
+    return problems
+
+
+def notebook_text_problems(checked: list[Entry], root: Path) -> list[Problem]:
+    """Markup in the markdown cells of each entry's notebook (shown to readers on its page).
+    Only regular files inside notebooks/ are read; other paths are reported elsewhere."""
+    problems = []
+    notebooks = (root / "notebooks").resolve()
+    for entry in checked:
+        reproduction = entry.data.get("reproduction")
+        notebook = reproduction.get("notebook") if isinstance(reproduction, dict) else None
+        if not isinstance(notebook, str):
+            continue
+        path = (root / notebook).resolve()
+        if path.parent != notebooks or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # reported by the notebook checks
+        problems.extend(notebook_markup_problems(text, display_path(path, root)))
     return problems
 
 

@@ -293,6 +293,43 @@ def rule_markup_problems(document: Document) -> list[Problem]:
     ]
 
 
+def notebook_markup_problems(text: str, display: str) -> list[Problem]:
+    """Markup in the markdown cells of a notebook (its JSON `text`), each at the line and column
+    where its cell starts; a notebook that is not valid JSON is reported elsewhere."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        return []
+    # nbformat writes "cell_type" once per cell, in order: the position of each cell.
+    starts = [m.start() for m in re.finditer(r'"cell_type"\s*:', text)]
+    problems = []
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "markdown":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        offset = starts[index] if index < len(starts) else 0
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        for message in markup_findings(source):
+            hint = _HINTS.get(message.split()[1], "")
+            problems.append(
+                Problem(
+                    display,
+                    line,
+                    column,
+                    f"cells[{index}]",
+                    f"{message} is not allowed in a markdown cell{hint}",
+                )
+            )
+    return problems
+
+
 # What to write instead, by the second word of the finding.
 _HINTS = {
     "link": " (links are http(s), mailto or relative)",
