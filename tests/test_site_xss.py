@@ -237,3 +237,20 @@ def test_headings_with_quotes_and_markup_keep_their_toc_text() -> None:
     token = toc.toc_tokens[0]
     assert html.unescape(token["name"]) == 'Fix: it\'s <b>"x"</b> y'
     assert token["id"] == "fix-its-bxb-y"
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("> 0.9", "> 0.9"),
+        (">= 1 (usually)", ">= 1 (usually)"),
+        ("1. Calibration", "1. Calibration"),
+        ("- a", "- a"),
+        ("# x", "# x"),
+        ("a\n===", "a ==="),
+    ],  # fmt: skip
+)
+def test_inline_text_is_never_read_as_a_block(source: str, shown: str) -> None:
+    # A threshold "> 0.9" in a table cell is not a quote; a heading "1. Calibration" not a list.
+    cell = page_html(f"| a |\n|---|\n| {site._cell(source)} |\n")
+    assert f"<td>{html.escape(shown, quote=False)}</td>" in cell

@@ -85,7 +85,9 @@ def render_markdown(value: Any, *, inline: bool = False, links: LinkResolver | N
     source = str(value).strip()
     if not source:
         return ""
-    rendered = _markdown().reset().convert(source)
+    if inline:
+        source = " ".join(source.split())
+    rendered = _markdown(inline).reset().convert(source)
     if inline:
         single = re.fullmatch(r"<p>(.*)</p>", rendered, re.DOTALL)
         if single and "<p>" not in single.group(1):
@@ -116,18 +118,24 @@ def _reference(char: str) -> str:
 
 
 @cache
-def _markdown() -> Any:
-    """Python-Markdown for contributed prose: tables and fenced code, no raw HTML."""
+def _markdown(inline: bool = False) -> Any:
+    """Python-Markdown for contributed prose, no raw HTML. Blocks: tables and fenced code too.
+    Inline: one paragraph, so "> 0.9" in a table cell or "1. Calibration" in a heading stay
+    text instead of becoming a quote or a list."""
     try:
         import markdown
     except ImportError as exc:
         raise SanitizerMissing(
             "rendering contributed text needs Python-Markdown: pip install 'trainwreck[site]'"
         ) from exc
-    md = markdown.Markdown(extensions=["tables", "fenced_code"])
+    md = markdown.Markdown(extensions=[] if inline else ["tables", "fenced_code"])
     # Raw HTML in contributed text is shown as text, never passed through.
     md.preprocessors.deregister("html_block")
     md.inlinePatterns.deregister("html")
+    if inline:
+        for name in ("indent", "code", "hashheader", "setextheader", "hr", "olist", "ulist",
+                     "quote", "reference"):  # fmt: skip
+            md.parser.blockprocessors.deregister(name, strict=False)
     return md
 
 
