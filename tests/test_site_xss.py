@@ -248,7 +248,7 @@ def test_headings_with_quotes_and_markup_keep_their_toc_text() -> None:
         ("- a", "- a"),
         ("# x", "# x"),
         ("a\n===", "a ==="),
-    ],  # fmt: skip
+    ],
 )
 def test_inline_text_is_never_read_as_a_block(source: str, shown: str) -> None:
     # A threshold "> 0.9" in a table cell is not a quote; a heading "1. Calibration" not a list.
