@@ -58,7 +58,7 @@ class Live(HTMLParser):
                     tag == "img" and lowered.startswith("data:image/svg+xml;base64,")
                 ):
                     self.found.append(f"<{tag} {name}={value[:50]!r}>")
-            if MARK in value and name not in ("alt", "title", "aria-label", "value"):
+            if MARK in value and name not in ("alt", "title", "aria-label", "value", "content"):
                 self.found.append(f"<{tag} {name}={value[:50]!r}>")
         if tag in ("iframe", "object", "embed", "frame"):
             self.found.append(f"<{tag}>")
@@ -211,6 +211,8 @@ def test_payloads_are_shown_as_text(hostile_site: Path) -> None:
     for field in ("summary", "mechanism", "observed", "why", "check", "expect", "do", "signal",
                   "single_gpu", "note", "q", "a", "rule-description", "nb-markdown"):  # fmt: skip
         assert f"<script>fetch('/pwned/{field}-script')" in text_of(html), field
+    description = html.split('<meta name="description" content="')[1].split('"')[0]
+    assert description.startswith("&quot;&gt;&lt;script&gt;fetch(")
     index = (hostile_site / "entries/index.html").read_text(encoding="utf-8")
     assert "/pwned/title" in index and live(index) == []
 

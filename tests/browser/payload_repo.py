@@ -75,6 +75,8 @@ def hostile_entry() -> dict[str, Any]:
     poisoned["title"] = (
         f"Demo straggler <script>{hit('title')}</script><img src=x onerror={hit('title-img')}>"
     )
+    # The first sentence of the summary becomes the page's <meta name="description">.
+    poisoned["summary"] = f'"><script>{hit("description")}</script> ' + poisoned["summary"]
     poisoned["tags"] = ["straggler", f'x"><script>{hit("tag")}</script>']
     poisoned["references"].append(
         {
