@@ -69,7 +69,8 @@ def escape_text(value: Any) -> str:
 
 
 def escape_attribute(value: Any) -> str:
-    """Plain text for an HTML attribute value (or a raw HTML title) inside a Markdown page."""
+    """Plain text for an HTML attribute value, or the text of an element written as raw HTML,
+    inside a Markdown page: every Markdown-active character as a character reference."""
     flat = " ".join(str(value).split())
     return "".join(_reference(c) if c in _REFERENCE_CHARS else c for c in flat)
 
@@ -94,15 +95,6 @@ def render_markdown(value: Any, *, inline: bool = False, links: LinkResolver | N
             rendered = single.group(1)
     cleaned = _clean(rendered, INLINE_TAGS if inline else BLOCK_TAGS, links)
     return _Inert(inline).feed_all(cleaned)
-
-
-def safe_href(url: Any) -> str | None:
-    """`url` if it is an http(s) or mailto URL or a relative link, else None."""
-    text = str(url).strip()
-    scheme = link_scheme(text)
-    if scheme is None or scheme in LINK_SCHEMES:
-        return text
-    return None
 
 
 # --- internals -------------------------------------------------------------------------------
