@@ -18,7 +18,13 @@ CASES = REPO / "tests" / "check_cases"
 # case file -> the (line, column, message fragment) of each error it must produce.
 EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "alias-bomb": [(3, 4, "YAML aliases expand to more than 200,000 nodes")],
+    "attr-list-symptom": [
+        (14, 10, "symptoms[0].why: an attribute list '{: onclick=\"alert(1)\" }' is not allowed")
+    ],
     "bad-date": [(50, 10, "created: '30/11/2026' is not a 'date'")],
+    "bad-fence-language": [
+        (36, 15, "code_examples[0].language: 'bash {onclick=alert(1)}' is not a language name")
+    ],
     "bad-id-pattern": [
         (2, 5, "id: 'Bad_Pattern' does not match '^[a-z0-9]+(-[a-z0-9]+)*$' (Kebab-case"),
         (2, 5, "does not match the file name 'bad-id-pattern.yaml'"),
@@ -29,6 +35,7 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "binary-bytes": [(7, 1, "binary file (NUL byte)")],
     "boolean-title": [(3, 8, "title: must be a string, not a boolean (YAML reads yes/no")],
     "dangling-related": [(48, 9, "related[0].id: related entry 'no-such-entry' does not exist")],
+    "data-image-step": [(24, 9, "fix.primary.steps[0]: a link to a 'data:' URL is not allowed")],
     "duplicate-id": [
         (2, 5, "id 'base-entry' does not match the file name 'duplicate-id.yaml'"),
         (2, 5, "id 'base-entry' is also used by entries/base-entry.yaml"),
@@ -36,13 +43,20 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "duplicate-key": [(8, 1, "severity: duplicate key 'severity' (first defined on line 5)")],
     "empty-file": [(1, 1, "empty document")],
     "empty-summary": [(8, 10, "summary: must not be empty")],
+    "entity-javascript-link": [
+        (49, 21, "reproduction.not_reproducible: a link to a 'javascript:' URL is not allowed")
+    ],
     "enum-category": [(4, 11, "category: 'sadness' is not one of ['reliability',")],
     "enum-relation": [(49, 15, "related[0].relation: 'cousin-of' is not one of")],
     "enum-severity": [
         (5, 11, "severity: 'hi' is not one of ['low', 'medium', 'high', 'critical']")
     ],
     "enum-status": [(7, 9, "status: 'done' is not one of ['draft',")],
+    "event-handler-title": [
+        (3, 8, "title: an event handler attribute 'onerror' in <img> is not allowed")
+    ],
     "id-mismatch": [(2, 5, "id: id 'something-else' does not match the file name")],
+    "javascript-link": [(9, 12, "mechanism: a link to a 'javascript:' URL is not allowed")],
     "missing-mechanism": [(2, 1, "'mechanism' is required")],
     "missing-notebook": [(49, 13, "notebook notebooks/missing-notebook.ipynb does not exist")],
     "missing-schema-comment": [(1, 1, "first line must be '# yaml-language-server:")],
@@ -52,6 +66,7 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     ],
     "non-utf8": [(3, 19, "not valid UTF-8: byte 0xe1 at offset 94")],
     "quick-answer-mid-phrase": [(57, 15, "quick_answer: unbalanced '\"': the line ends mid-phrase")],
+    "raw-html-summary": [(8, 10, "summary: raw HTML <script> is not allowed in contributed text")],
     "reproduction-both": [(51, 3, "reproduction.not_reproducible: unknown property")],
     "self-related": [(48, 9, "related[0].id: an entry cannot relate to itself")],
     "tab-indentation": [(14, 1, "YAML is indented with spaces, not tabs")],
@@ -65,6 +80,14 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "unknown-rule": [
         (34, 11, "fingerprint.rules[0]: rule 'no-such-rule' does not exist in rules/")
     ],
+    "url-ends-link-early": [
+        (
+            45,
+            10,
+            "'https://a.com/)<svg/onload=alert(1)//x>' is not a well-formed http(s) URL ('<' must",
+        )
+    ],
+    "url-unbalanced-paren": [(45, 10, "is not a well-formed http(s) URL (unbalanced parentheses)")],
     "url-without-host": [(45, 10, "'https://localhost/page' is not a well-formed http(s) URL")],
     "wrong-type-symptoms": [(13, 3, "symptoms: must be an array, not a mapping")],
     "wrong-type-tags": [(6, 7, "tags: must be an array, not a string")],

@@ -13,8 +13,8 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from trainwreck.markup import markup_problems, notebook_markup_problems, url_problem
 from trainwreck.model import (
     Document,
     DocumentError,
@@ -126,6 +126,7 @@ def check_entries(root: Path, targets: list[Path]) -> tuple[list[Problem], int]:
     problems.extend(link_problems(checked, known))
     problems.extend(rule_reference_problems(checked, root))
     problems.extend(reproduction_problems(checked, root))
+    problems.extend(notebook_text_problems(checked, root))
     return sorted(set(problems), key=_order), len(targets)
 
 
@@ -152,6 +153,7 @@ def entry_problems(entry: Entry, root: Path) -> list[Problem]:
         )
     problems.extend(reference_problems(document))
     problems.extend(quick_answer_problems(document))
+    problems.extend(markup_problems(document))
     return problems
 
 
@@ -161,24 +163,15 @@ def _first_line(path: Path) -> str:
 
 
 def reference_problems(document: Document) -> list[Problem]:
-    """URLs must be absolute http(s) URLs with a real-looking host (schema formats are lax)."""
+    """URLs must be absolute http(s) URLs with a real-looking host, in RFC 3986 characters with
+    balanced parentheses (jsonschema checks format 'uri' only with an extra package)."""
     problems = []
     for index, reference in enumerate(document.data.get("references") or []):
         if not isinstance(reference, dict) or not isinstance(reference.get("url"), str):
             continue
-        url = reference["url"]
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if (
-            parts.scheme not in ("http", "https")
-            or "." not in host
-            or any(c.isspace() for c in url)
-        ):
-            problems.append(
-                document.problem(
-                    ("references", index, "url"), f"'{url}' is not a well-formed http(s) URL"
-                )
-            )
+        message = url_problem(reference["url"])
+        if message:
+            problems.append(document.problem(("references", index, "url"), message))
     return problems
 
 
@@ -302,6 +295,27 @@ def rule_reference_problems(checked: list[Entry], root: Path) -> list[Problem]:
                         f"rule '{rule_id}' diagnoses '{rule_entries[rule_id]}', not this entry",
                     )
                 )
+    return problems
+
+
+def notebook_text_problems(checked: list[Entry], root: Path) -> list[Problem]:
+    """Markup in the markdown cells of each entry's notebook (shown to readers on its page).
+    Only regular files inside notebooks/ are read; other paths are reported elsewhere."""
+    problems = []
+    notebooks = (root / "notebooks").resolve()
+    for entry in checked:
+        reproduction = entry.data.get("reproduction")
+        notebook = reproduction.get("notebook") if isinstance(reproduction, dict) else None
+        if not isinstance(notebook, str):
+            continue
+        path = (root / notebook).resolve()
+        if path.parent != notebooks or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # reported by the notebook checks
+        problems.extend(notebook_markup_problems(text, display_path(path, root)))
     return problems
 
 

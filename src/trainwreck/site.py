@@ -18,12 +18,15 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import contextvars
 import datetime as _dt
 import functools
+import html
 import http.server
 import json
 import logging
 import os
+import posixpath
 import re
 import shutil
 import socketserver
@@ -34,7 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainwreck.markup import url_problem
 from trainwreck.model import DocumentError, Entry, Problem, load_entries, load_yaml
+from trainwreck.sanitize import (
+    SanitizerMissing,
+    escape_attribute,
+    escape_text,
+    render_markdown,
+)
 from trainwreck.vocabulary import ANY_FRAMEWORK, FACETS, Facet, entry_facets, load_vocabulary
 
 Progress = Callable[[str], None]
@@ -89,6 +99,13 @@ OPTIONAL_PAGES = ("rule-language.md", "probe.md")
 MAX_OUTPUT_LINES = 60
 LONG_CELL_LINES = 30
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# Ids, tags and rule ids become paths and anchors: kebab-case only (the schemas' pattern).
+SLUG_RE = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+# A fence's info string: a language name, never attributes (`{.class onclick=...}`).
+LANGUAGE_RE = re.compile(r"[A-Za-z0-9_+#.-]+")
+# Figures are written next to the page only as raster images whose bytes say so.
+RASTER_MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".jpg": b"\xff\xd8\xff", ".jpeg": b"\xff\xd8\xff",
+                ".gif": b"GIF8"}  # fmt: skip
 
 
 class BuildError(Exception):
@@ -98,14 +115,56 @@ class BuildError(Exception):
 # --- small text helpers ---------------------------------------------------------------------
 
 
-_CODE_OR_PIPE = re.compile(r"(`+).+?\1|\|")
+@dataclass
+class PageLinks:
+    """Resolves relative links in contributed text on one page, as mkdocs does for Markdown
+    links (mkdocs never sees links inside HTML): `x.md` becomes the page's URL, and a link to
+    no page is recorded as a problem of the source file."""
+
+    page: str  # the page's path in the docs dir, e.g. "entries/nan-loss/index.md"
+    source: str  # the file the text came from, for the problem
+    pages: set[str]  # every page of the site, as paths in the docs dir
+    broken: list[str]
+
+    def __call__(self, href: str) -> str | None:
+        path, hash_, fragment = href.partition("#")
+        if not path.endswith(".md"):
+            return href
+        base = posixpath.dirname(self.page)
+        target = posixpath.normpath(posixpath.join(base, path))
+        if target not in self.pages:
+            self.broken.append(f"{self.source}: link '{href}' points to no page of the site")
+            return None
+        # use_directory_urls: "a/b.md" is served at "a/b/", "a/index.md" at "a/".
+        folder = (
+            target[: -len("index.md")]
+            if posixpath.basename(target) == "index.md"
+            else target[:-3] + "/"
+        )
+        relative = posixpath.relpath(folder or ".", base or ".")
+        url = "./" if relative == "." else relative.rstrip("/") + "/"
+        return url + (hash_ + fragment if hash_ else "")
+
+
+def _drop_page_links(href: str) -> str | None:
+    return None if href.partition("#")[0].endswith(".md") else href
+
+
+# The links resolver of the page being rendered (None: relative links are kept as written).
+_PAGE_LINKS: contextvars.ContextVar[Callable[[str], str | None] | None] = contextvars.ContextVar(
+    "trainwreck_page_links", default=None
+)
 
 
 def _cell(text: Any) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped outside code spans (inside them
-    the table extension already keeps pipes, and an escape would show)."""
-    value = " ".join(str(text).split())
-    return _CODE_OR_PIPE.sub(lambda m: "\\|" if m.group(0) == "|" else m.group(0), value)
+    """Contributed inline Markdown (a table cell, heading, list item or bold-led line): sanitised
+    inline HTML on one line, pipes and every other Markdown character inert."""
+    return render_markdown(text, inline=True, links=_PAGE_LINKS.get())
+
+
+def _plain(text: Any) -> str:
+    """Contributed plain text (titles, labels, file names): shown exactly as written."""
+    return escape_text(text)
 
 
 def _code(text: Any) -> str:
@@ -120,6 +179,7 @@ def _code(text: Any) -> str:
 def _fence(code: str, language: str = "", indent: str = "") -> str:
     """A fenced code block longer than any backtick run inside `code`."""
     code = code.rstrip("\n")
+    language = language if LANGUAGE_RE.fullmatch(language) else ""
     longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
     ticks = "`" * max(3, longest + 1)
     lines = [f"{ticks}{language}", *code.split("\n"), ticks]
@@ -131,8 +191,9 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 
 def _para(text: Any) -> str:
-    """Author prose (Markdown allowed), trimmed."""
-    return str(text).strip()
+    """Contributed prose (Markdown allowed) as a sanitised HTML block; it must start a line of
+    its own at the top level of the page (inline places use `_cell`)."""
+    return render_markdown(text, links=_PAGE_LINKS.get())
 
 
 def _first_sentence(text: str, limit: int | None = None) -> str:
@@ -342,7 +403,9 @@ def status_for(entry: Entry, record: dict[str, Any] | None, hashes: set[str]) ->
 @dataclass
 class RenderedNotebook:
     markdown: str
-    figures: list[str] = field(default_factory=list)  # file names written next to the page
+    # file names written next to the page; an SVG figure is embedded in the page instead and
+    # listed as "<name>.svg (inline)"
+    figures: list[str] = field(default_factory=list)
 
 
 def _source(cell: dict[str, Any]) -> str:
@@ -369,6 +432,50 @@ def _demote_headings(markdown: str, levels: int = 2) -> str:
     return "\n".join(out)
 
 
+def _notebook_markdown(markdown: str) -> str:
+    """A markdown cell for the page: its headings (demoted) stay page headings, so they reach
+    the table of contents; everything else is sanitised as contributed prose."""
+    parts: list[str] = []
+    chunk: list[str] = []
+    fence: str | None = None
+
+    def flush() -> None:
+        text = "\n".join(chunk).strip()
+        if text:
+            parts.append(_para(text))
+        chunk.clear()
+
+    for line in _demote_headings(markdown).split("\n"):
+        stripped = line.lstrip()
+        marker = re.match(r"(`{3,}|~{3,})", stripped)
+        if marker:
+            if fence is None:
+                fence = marker.group(1)[0]
+            elif stripped.startswith(fence):
+                fence = None
+        heading = re.match(r"(#{1,6})\s+(.*?)(\s+#+)?\s*$", line) if fence is None else None
+        if heading:
+            flush()
+            parts.append(f"{heading.group(1)} {_cell(heading.group(2))}")
+        else:
+            chunk.append(line)
+    flush()
+    return "\n\n".join(parts)
+
+
+def _is_image(data: bytes, suffix: str) -> bool:
+    magic = RASTER_MAGIC.get(suffix.lower())
+    return magic is not None and data.startswith(magic)
+
+
+def _svg_figure(svg: str, alt: str) -> str:
+    """An SVG figure as an <img> with a data: URL: a browser runs no script and loads nothing
+    from an SVG shown as an image, and no contributed SVG becomes a file of the site's origin
+    (where opening it directly would run its scripts)."""
+    encoded = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f'<img alt="{escape_attribute(alt)}" src="data:image/svg+xml;base64,{encoded}">'
+
+
 def _clip(text: str, max_lines: int = MAX_OUTPUT_LINES) -> str:
     lines = text.rstrip("\n").split("\n")
     if len(lines) <= max_lines:
@@ -381,6 +488,13 @@ def _clip(text: str, max_lines: int = MAX_OUTPUT_LINES) -> str:
 
 def _text(data: Any) -> str:
     return "".join(data) if isinstance(data, list) else str(data)
+
+
+def _decode(data: Any) -> bytes:
+    try:
+        return base64.b64decode(_text(data))
+    except ValueError:
+        return b""
 
 
 def render_notebook(
@@ -401,14 +515,19 @@ def render_notebook(
         if kind == "markdown":
             text = source
             for name, bundle in (cell.get("attachments") or {}).items():
+                if not isinstance(bundle, dict):
+                    continue
                 for mime, ext in (("image/png", "png"), ("image/jpeg", "jpg")):
                     if mime in bundle:
+                        data = _decode(bundle[mime])
+                        if not _is_image(data, f".{ext}"):
+                            break  # not the image it claims to be: left out
                         figure = f"{prefix}-attachment-{len(figures) + 1}.{ext}"
-                        (out_dir / figure).write_bytes(base64.b64decode(_text(bundle[mime])))
+                        (out_dir / figure).write_bytes(data)
                         figures.append(figure)
                         text = text.replace(f"attachment:{name}", figure)
                         break
-            parts.append(_demote_headings(text.strip()))
+            parts.append(_notebook_markdown(text.strip()))
             continue
         if kind != "code" or not source.strip():
             continue
@@ -460,17 +579,22 @@ def _render_outputs(
         flush_stream()
         if output_type in ("display_data", "execute_result"):
             data = output.get("data") or {}
-            if "image/png" in data:
+            png = _decode(data["image/png"]) if "image/png" in data else b""
+            if _is_image(png, ".png"):
                 figure = f"{prefix}-{len(figures) + 1}.png"
-                (out_dir / figure).write_bytes(base64.b64decode(_text(data["image/png"])))
+                (out_dir / figure).write_bytes(png)
                 figures.append(figure)
                 parts.append(f"![Figure {len(figures)} of the executed reproduction]({figure})")
             elif "image/svg+xml" in data:
-                figure = f"{prefix}-{len(figures) + 1}.svg"
-                (out_dir / figure).write_text(_text(data["image/svg+xml"]), encoding="utf-8")
-                figures.append(figure)
-                parts.append(f"![Figure {len(figures)} of the executed reproduction]({figure})")
+                figures.append(f"{prefix}-{len(figures) + 1}.svg (inline)")
+                parts.append(
+                    _svg_figure(
+                        _text(data["image/svg+xml"]),
+                        f"Figure {len(figures)} of the executed reproduction",
+                    )
+                )
             elif "text/plain" in data:
+                # text/html and other rich outputs are never published; their plain text is.
                 text = _clip(ANSI_RE.sub("", _text(data["text/plain"])))
                 # matplotlib's "<Figure size 640x480 with 1 Axes>" repr says nothing to a reader.
                 if text.strip() and not re.fullmatch(r"<Figure size .*>", text.strip()):
@@ -522,14 +646,14 @@ def _describe_matcher(spec: Any) -> str:
         return f"regular expression {_code(spec['regex'])}"
     if "json" in spec:
         fields = ", ".join(f"{k} = {v}" for k, v in (spec.get("json") or {}).items())
-        return f"JSON lines where {_cell(fields)}" if fields else "JSON lines"
+        return f"JSON lines where {_plain(fields)}" if fields else "JSON lines"
     if "block" in spec:
         block = spec.get("block") or {}
         return (
             f"a block of lines from {_code(block.get('start', ''))} "
             f"to {_code(block.get('end', ''))}"
         )
-    return ", ".join(sorted(spec))
+    return _plain(", ".join(sorted(spec)))
 
 
 def _describe_detector(spec: Any) -> str:
@@ -538,19 +662,20 @@ def _describe_detector(spec: Any) -> str:
     kind, options = next(iter(spec.items()))
     if isinstance(options, dict):
         settings = ", ".join(f"{k}: {v}" for k, v in options.items())
-        return f"`{kind}` ({_cell(settings)})"
-    return f"`{kind}`"
+        return f"{_code(kind)} ({_plain(settings)})"
+    return _code(kind)
 
 
 def render_rule(rule: Rule, *, link_entry: str | None = None) -> str:
     data = rule.data
     # An explicit anchor, so the rules page can link to the rule on its entry's page.
-    lines = [f"### {_para(data.get('title') or rule.id)} {{ #rule-{rule.id} }}", ""]
-    meta = f"Rule `{rule.id}` in `{rule.file}`"
+    anchor = f" {{ #rule-{rule.id} }}" if SLUG_RE.fullmatch(rule.id) else ""
+    lines = [f"### {_plain(data.get('title') or rule.id)}{anchor}", ""]
+    meta = f"Rule {_code(rule.id)} in {_code(rule.file)}"
     if isinstance(data.get("confidence"), (int, float)):
         meta += f", confidence {data['confidence']:.2f} when its condition holds"
     if link_entry:
-        meta += f"; diagnoses [{link_entry}]"
+        meta += f"; diagnoses {_plain(link_entry)}"
     lines += [meta + ".", ""]
     if data.get("description"):
         lines += [_para(data["description"]), ""]
@@ -559,19 +684,21 @@ def render_rule(rule: Rule, *, link_entry: str | None = None) -> str:
         lines += [_fence(str(data["condition"]).strip(), "text"), ""]
     rows = []
     for name, spec in (data.get("matchers") or {}).items():
-        rows.append(f"| `{name}` | matcher | {_describe_matcher(spec)} |")
+        rows.append(f"| {_code(name)} | matcher | {_describe_matcher(spec)} |")
     for name, spec in (data.get("series") or {}).items():
         if isinstance(spec, dict):
-            what = f"per-rank series of `{spec.get('value')}` from `{spec.get('matcher')}`"
+            what = (
+                f"per-rank series of {_code(spec.get('value'))} from {_code(spec.get('matcher'))}"
+            )
         else:
             what = "series"
-        rows.append(f"| `{name}` | series | {_cell(what)} |")
+        rows.append(f"| {_code(name)} | series | {what} |")
     for name, spec in (data.get("detectors") or {}).items():
-        rows.append(f"| `{name}` | detector | {_describe_detector(spec)} |")
+        rows.append(f"| {_code(name)} | detector | {_describe_detector(spec)} |")
     if rows:
         lines += ["| Part | Kind | What it looks for |", "|---|---|---|", *rows, ""]
     lines += [
-        f'??? note "The rule\'s source: {rule.file}"',
+        f'??? note "The rule\'s source: {_plain(rule.file)}"',
         "",
         _fence(rule.text, "yaml", indent="    "),
         "",
@@ -586,21 +713,21 @@ def _steps(steps: Iterable[Any]) -> str:
     out = []
     for number, step in enumerate(steps, 1):
         if isinstance(step, dict):
-            out.append(f"{number}. {_para(step.get('do', ''))}")
+            out.append(f"{number}. {_cell(step.get('do', ''))}")
             if step.get("code"):
                 out += ["", _fence(str(step["code"]), str(step.get("language") or ""), "    "), ""]
         else:
-            out.append(f"{number}. {_para(step)}")
+            out.append(f"{number}. {_cell(step)}")
     return "\n".join(out)
 
 
 def _tier(label: str, tier: dict[str, Any]) -> str:
-    lines = [f"### {label}: {_para(tier.get('title', ''))}", ""]
+    lines = [f"### {label}: {_cell(tier.get('title', ''))}", ""]
     if tier.get("when"):
-        lines += [f"**When:** {_para(tier['when'])}", ""]
+        lines += [f"**When:** {_cell(tier['when'])}", ""]
     lines += [_steps(tier.get("steps") or []), ""]
     if tier.get("cost"):
-        lines += [f"**Cost:** {_para(tier['cost'])}", ""]
+        lines += [f"**Cost:** {_cell(tier['cost'])}", ""]
     return "\n".join(lines)
 
 
@@ -646,7 +773,8 @@ def render_reproduction(
 ) -> tuple[str, int]:
     """The reproduction section and the number of figures written next to the page."""
     lines = ["## Reproduction", ""]
-    lines += [f'!!! {status.admonition} "Status"', "", f"    {status.sentence}", ""]
+    # The sentence quotes contributed text (a reason, a notebook's error message).
+    lines += [f'!!! {status.admonition} "Status"', "", f"    {_cell(status.sentence)}", ""]
     reproduction = entry.reproduction
     notebook_path = reproduction.get("notebook")
     if not notebook_path:
@@ -675,7 +803,7 @@ def render_reproduction(
         with contextlib.suppress(OSError, ValueError):
             source = json.loads((root / notebook_path).read_text(encoding="utf-8"))
     if source is None:
-        lines += [f"The notebook `{notebook_path}` could not be read.", ""]
+        lines += [f"The notebook {_code(notebook_path)} could not be read.", ""]
         return "\n".join(lines), 0
     rendered = render_notebook(source, page_dir, prefix="figure", show_outputs=shown_outputs)
     figures = list(rendered.figures)
@@ -689,7 +817,7 @@ def render_reproduction(
     elif missing_copy:
         lines += ["### The notebook", ""]
         lines += [
-            f"The executed copy (`{record.get('executed')}`) is missing from this build, so the "
+            f"The executed copy ({_code(record.get('executed'))}) is missing from this build, so the "
             f"source is shown without outputs; `trainwreck reproduce {entry.id}` restores it.",
             "",
         ]
@@ -745,12 +873,22 @@ def _evidence_section(
                     ]
     if not figures:
         for figure_path in evidence.get("figures") or []:
-            source = root / figure_path
-            if source.is_file():
-                name = f"evidence-{len(figures) + 1}{source.suffix}"
-                shutil.copyfile(source, page_dir / name)
-                figures.append(name)
-                lines += [f"![Figure {len(figures)} written by the run]({name})", ""]
+            source = root / str(figure_path)
+            if not source.is_file():
+                continue
+            suffix = source.suffix.lower()
+            with contextlib.suppress(OSError):
+                if suffix == ".svg":
+                    svg = source.read_text(encoding="utf-8", errors="replace")
+                    figures.append(f"evidence-{len(figures) + 1}.svg (inline)")
+                    lines += [_svg_figure(svg, f"Figure {len(figures)} written by the run"), ""]
+                elif _is_image(source.read_bytes()[:16], suffix):
+                    # Only raster images are copied next to the page: an .html or .svg file
+                    # there would be a document of the site's origin.
+                    name = f"evidence-{len(figures) + 1}{suffix}"
+                    shutil.copyfile(source, page_dir / name)
+                    figures.append(name)
+                    lines += [f"![Figure {len(figures)} written by the run]({name})", ""]
     return lines
 
 
@@ -770,21 +908,24 @@ def render_entry(
     d = entry.data
     out: list[str] = [
         "---",
-        f"title: {_yaml_string(entry.title)}",
-        f"description: {_yaml_string(_summary_line(entry))}",
+        # The theme prints front-matter values into <title> and <meta> as they are: HTML-escaped.
+        f"title: {_yaml_string(html.escape(entry.title))}",
+        f"description: {_yaml_string(html.escape(_summary_line(entry)))}",
         "---",
         "",
-        f"# {entry.title}",
+        f"# {_plain(entry.title)}",
         "",
     ]
+    category, severity, state = (
+        escape_attribute(d.get(key, "")) for key in ("category", "severity", "status")
+    )
     chips = [
-        f'<span class="tw-chip tw-category">{d.get("category", "")}</span>',
-        f'<span class="tw-chip tw-severity tw-severity-{d.get("severity", "")}">'
-        f"severity: {d.get('severity', '')}</span>",
-        f'<span class="tw-chip tw-status">{d.get("status", "")}</span>',
+        f'<span class="tw-chip tw-category">{category}</span>',
+        f'<span class="tw-chip tw-severity tw-severity-{severity}">severity: {severity}</span>',
+        f'<span class="tw-chip tw-status">{state}</span>',
         f'<span class="tw-chip tw-repro tw-repro-{status.kind}">{status.label}</span>',
     ]
-    tags = _tag_links(d.get("tags") or [], tag_pages)
+    tags = _tag_links(_tags(entry), tag_pages)
     out += [" ".join(chips), "", f"Tags: {tags}" if tags else "", ""]
     if vocabulary:
         out += [_facet_line(entry, vocabulary), ""]
@@ -795,10 +936,23 @@ def render_entry(
             "    Kept for history: this failure no longer applies to current versions.",
             "",
         ]
+    # The admonition as the HTML mkdocs would make of it, so the sanitised block inside it stays
+    # a block (indented under "!!!", it would be re-read as inline text).
     quick = d.get("quick_answer")
-    opening = f"**{_para(quick)}**\n\n" if isinstance(quick, str) and quick.strip() else ""
-    out += ['!!! abstract "Quick answer"', "", _indent(opening + _para(d.get("summary", ""))), ""]
-    out += [f"**Reproduction:** {status.sentence} ([details](#reproduction))", ""]
+    opening = (
+        f'<div class="tw-quick-answer">{_para(quick)}</div>'
+        if isinstance(quick, str) and quick.strip()
+        else ""
+    )
+    out += [
+        '<div class="admonition abstract">',
+        '<p class="admonition-title">Quick answer</p>',
+        opening,
+        _para(d.get("summary", "")),
+        "</div>",
+        "",
+    ]
+    out += [f"**Reproduction:** {_cell(status.sentence)} ([details](#reproduction))", ""]
     out += _messages_section(root, rules)
 
     if d.get("symptoms"):
@@ -842,9 +996,14 @@ def render_entry(
             body = [
                 _fence(str(example.get("code", "")), str(example.get("language") or "python")),
                 "",
-                f"**Why it works:** {_para(example.get('why', ''))}",
+                f"**Why it works:** {_cell(example.get('why', ''))}",
             ]
-            out += [f'=== "{label.replace(chr(34), chr(39))}"', "", _indent("\n".join(body)), ""]
+            out += [
+                f'=== "{_plain(label.replace(chr(34), chr(39)))}"',
+                "",
+                _indent("\n".join(body)),
+                "",
+            ]
 
     scale = d.get("scale") or {}
     if scale:
@@ -855,22 +1014,22 @@ def render_entry(
             ("large_scale", "Hundreds or thousands of GPUs"),
         ):
             if scale.get(key):
-                out += [f"**{label}.** {_para(scale[key])}", ""]
+                out += [f"**{label}.** {_cell(scale[key])}", ""]
 
     if d.get("prevention"):
-        out += ["## Prevention", "", *[f"- {_para(p)}" for p in d["prevention"]], ""]
+        out += ["## Prevention", "", *[f"- {_cell(p)}" for p in d["prevention"]], ""]
 
     if d.get("mechanism") or d.get("root_causes"):
         out += ["## How it happens", ""]
         if d.get("mechanism"):
             out += [_para(d["mechanism"]), ""]
         if d.get("root_causes"):
-            out += ["**Root causes:**", "", *[f"- {_para(c)}" for c in d["root_causes"]], ""]
+            out += ["**Root causes:**", "", *[f"- {_cell(c)}" for c in d["root_causes"]], ""]
 
     fingerprint = d.get("fingerprint") or {}
     out += ["## Detection", ""]
     if fingerprint.get("signal"):
-        out += [f"**Fingerprint.** {_para(fingerprint['signal'])}", ""]
+        out += [f"**Fingerprint.** {_cell(fingerprint['signal'])}", ""]
     if fingerprint.get("thresholds"):
         out += ["| Metric | Indicates this failure | Why this threshold |", "|---|---|---|"]
         for threshold in fingerprint["thresholds"]:
@@ -906,19 +1065,17 @@ def render_entry(
     out += [reproduction, ""]
 
     if d.get("affected_systems"):
-        out += ["## Affected systems", "", *[f"- {_para(s)}" for s in d["affected_systems"]], ""]
+        out += ["## Affected systems", "", *[f"- {_cell(s)}" for s in d["affected_systems"]], ""]
 
     if d.get("faq"):
         out += ["## FAQ", ""]
         for item in d["faq"]:
-            out += [f"**{_para(item.get('q', ''))}**", "", _para(item.get("a", "")), ""]
+            out += [f"**{_cell(item.get('q', ''))}**", "", _para(item.get("a", "")), ""]
 
     if d.get("references"):
         out += ["## References", ""]
         for ref in d["references"]:
-            out.append(
-                f"- [{_cell(ref.get('title', ref.get('url')))}]({ref.get('url')}) ({ref.get('kind')})"
-            )
+            out.append(f"- {_reference_link(ref)}")
         out.append("")
 
     if related:
@@ -926,9 +1083,9 @@ def render_entry(
         for link in related:
             label = RELATION_LABELS.get(link.relation, link.relation)
             title = titles.get(link.id, link.id)
-            line = f"- {label}: [{_cell(title)}](../{link.id}/index.md)"
+            line = f"- {label}: [{_plain(title)}](../{link.id}/index.md)"
             if link.note:
-                line += f": {_para(link.note)}"
+                line += f": {_cell(link.note)}"
             elif link.reverse:
                 line += " (linked from that entry)"
             out.append(line)
@@ -937,8 +1094,8 @@ def render_entry(
     out += [
         "---",
         "",
-        f"*Entry `{entry.id}` · created {d.get('created', '?')} · updated {d.get('updated', '?')} · "
-        f"source `entries/{entry.id}.yaml`*",
+        f"*Entry `{entry.id}` · created {_plain(d.get('created', '?'))} · "
+        f"updated {_plain(d.get('updated', '?'))} · source `entries/{entry.id}.yaml`*",
         "",
     ]
     return "\n".join(out), figure_count
@@ -968,14 +1125,14 @@ def _tag_links(tags: Iterable[Any], paged: set[str] | None) -> str:
         if paged is None or tag in paged:
             chips.append(f"[#{tag}](../../tags/{tag}.md){{ .tw-tag }}")
         else:
-            chips.append(f'<span class="tw-tag">#{tag}</span>')
+            chips.append(f'<span class="tw-tag">#{_plain(tag)}</span>')
     return " ".join(chips)
 
 
 def _facet_line(entry: Entry, vocabulary: dict[str, Facet]) -> str:
     """'Symptom: Hang · Component: NCCL ...', each value linked to its place on the triage page."""
     parts = []
-    facets = entry_facets(entry.data)
+    facets = entry_facets(entry.data, vocabulary)
     for name in FACETS:
         values = facets[name]
         if not values:
@@ -1093,7 +1250,7 @@ def _candidate(
     titles: dict[str, str],
 ) -> list[str]:
     """One candidate of the triage page: a list item with its facets in data attributes."""
-    facets = entry_facets(entry.data)
+    facets = entry_facets(entry.data, vocabulary)
     attributes = " ".join(
         f'data-{name}="{" ".join(facets[name])}"' for name in ("component", "framework", "scale")
     )
@@ -1201,13 +1358,31 @@ def render_triage(
     return "\n".join(out)
 
 
+def _reference_link(ref: Any) -> str:
+    """A reference as an HTML link (never Markdown link syntax, which a ")" in the URL would
+    end early); a URL that is not http(s) is shown as text, not linked."""
+    if not isinstance(ref, dict):
+        return _plain(ref)
+    url = str(ref.get("url") or "")
+    title = _plain(ref.get("title") or url)
+    kind = f" ({_plain(ref.get('kind'))})" if ref.get("kind") else ""
+    if url_problem(url) is not None:
+        return f"{title} ({_code(url)}){kind}"
+    return f'<a href="{escape_attribute(url)}">{title}</a>{kind}'
+
+
+def _tags(entry: Entry) -> list[str]:
+    """The entry's tags that can name a page (kebab-case; `check` reports the others)."""
+    return [str(t) for t in entry.data.get("tags") or [] if SLUG_RE.fullmatch(str(t))]
+
+
 # --- index pages -------------------------------------------------------------------------------
 
 
 def _entry_row(entry: Entry, status: Status, prefix: str) -> str:
     d = entry.data
     return (
-        f"| [{_cell(entry.title)}]({prefix}{entry.id}/index.md) | {d.get('severity', '')} "
+        f"| [{_plain(entry.title)}]({prefix}{entry.id}/index.md) | {_plain(d.get('severity', ''))} "
         f"| {status.label} | {_cell(_summary_line(entry))} |"
     )
 
@@ -1247,7 +1422,7 @@ def render_indexes(
     ]
     for category in ordered:
         lines += [
-            f"## {category.capitalize()}",
+            f"## {_plain(category.capitalize())}",
             "",
             f"*{CATEGORY_TEXT.get(category, '')}*" if category in CATEGORY_TEXT else "",
             "",
@@ -1275,8 +1450,8 @@ def render_indexes(
 
     tags: dict[str, list[Entry]] = {}
     for entry in entries:
-        for tag in entry.data.get("tags") or []:
-            tags.setdefault(str(tag), []).append(entry)
+        for tag in _tags(entry):
+            tags.setdefault(tag, []).append(entry)
     lines = [
         "# Tags",
         "",
@@ -1319,19 +1494,19 @@ def render_indexes(
     for rule in rules:
         entry_id = str(rule.data.get("entry", ""))
         target = (
-            f"[{_cell(titles[entry_id])}](entries/{entry_id}/index.md)"
+            f"[{_plain(titles[entry_id])}](entries/{entry_id}/index.md)"
             if entry_id in titles
-            else f"`{entry_id}`"
+            else _code(entry_id)
         )
         confidence = rule.data.get("confidence")
         confidence_text = f"{confidence:.2f}" if isinstance(confidence, (int, float)) else ""
         name = (
             f"[`{rule.id}`](entries/{entry_id}/index.md#rule-{rule.id})"
-            if entry_id in titles
-            else f"`{rule.id}`"
+            if entry_id in titles and SLUG_RE.fullmatch(rule.id)
+            else _code(rule.id)
         )
         lines.append(
-            f"| {name} | {target} | {confidence_text} | {_cell(rule.data.get('title', ''))} |"
+            f"| {name} | {target} | {confidence_text} | {_plain(rule.data.get('title', ''))} |"
         )
     lines.append("")
     pages["rules.md"] = "\n".join(lines)
@@ -1372,6 +1547,8 @@ def generate_docs(
             raise BuildError(
                 f"entries/{entry.id}.yaml: the id '{entry.id}' is reserved by the site"
             )
+        if not SLUG_RE.fullmatch(entry.id):
+            raise BuildError(f"entries/{entry.id}.yaml: an entry id must be kebab-case")
     if docs_out.exists():
         shutil.rmtree(docs_out)
     source_docs = root / "docs"
@@ -1397,6 +1574,11 @@ def generate_docs(
     rules_by_entry: dict[str, list[Rule]] = {}
     for rule in rules:
         rules_by_entry.setdefault(str(rule.data.get("entry")), []).append(rule)
+    site_pages = {p.relative_to(docs_out).as_posix() for p in docs_out.rglob("*.md")}
+    site_pages |= {f"entries/{e.id}/index.md" for e in entries}
+    site_pages |= {"entries/index.md", "by-severity.md", "tags/index.md", "rules.md"}
+    site_pages |= {f"tags/{tag}.md" for e in entries for tag in _tags(e) if tag in tag_pages}
+    broken: list[str] = []
     for entry in entries:
         named = (entry.data.get("fingerprint") or {}).get("rules") or []
         mine = rules_by_entry.get(entry.id, [])
@@ -1406,23 +1588,40 @@ def generate_docs(
         pages.statuses[entry.id] = status
         page_dir = docs_out / "entries" / entry.id
         page_dir.mkdir(parents=True, exist_ok=True)
-        text, figures = render_entry(
-            root,
-            entry,
-            status=status,
-            rules=rules_by_entry[entry.id],
-            related=links[entry.id],
-            titles=titles,
-            page_dir=page_dir,
-            tag_pages=tag_pages,
-            vocabulary=vocabulary,
+        token = _PAGE_LINKS.set(
+            PageLinks(
+                f"entries/{entry.id}/index.md", f"entries/{entry.id}.yaml", site_pages, broken
+            )
         )
+        try:
+            text, figures = render_entry(
+                root,
+                entry,
+                status=status,
+                rules=rules_by_entry[entry.id],
+                related=links[entry.id],
+                titles=titles,
+                page_dir=page_dir,
+                tag_pages=tag_pages,
+                vocabulary=vocabulary,
+            )
+        finally:
+            _PAGE_LINKS.reset(token)
         (page_dir / "index.md").write_text(text, encoding="utf-8")
         pages.entries += 1
         pages.figures += figures
-    generated = render_indexes(entries, pages.statuses, rules)
-    generated["triage.md"] = render_triage(entries, vocabulary, links)
-    for path, text in generated.items():
+    if broken:
+        more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+        raise BuildError(f"{broken[0]}{more}")
+    # Index rows quote each entry's first sentence away from its page, where its relative links
+    # would point elsewhere: they are dropped there (their text stays).
+    token = _PAGE_LINKS.set(_drop_page_links)
+    try:
+        indexes = render_indexes(entries, pages.statuses, rules)
+        indexes["triage.md"] = render_triage(entries, vocabulary, links)
+    finally:
+        _PAGE_LINKS.reset(token)
+    for path, text in indexes.items():
         target = docs_out / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
@@ -1448,8 +1647,10 @@ def _entry_nav(entries: list[Entry]) -> list[Any]:
     for category in ordered:
         section.append(
             {
-                category.capitalize(): [
-                    {e.title: f"entries/{e.id}/index.md"} for e in by_category[category]
+                html.escape(category.capitalize(), quote=False): [
+                    # mkdocs-material prints nav titles as HTML: escape them.
+                    {html.escape(e.title, quote=False): f"entries/{e.id}/index.md"}
+                    for e in by_category[category]
                 ]
             }
         )
@@ -1743,7 +1944,10 @@ def build(
 
     say("[4/5] pages: generating entry, index and tag pages")
     docs_out = Path(docs_dir).resolve() if docs_dir else root / "build" / "docs"
-    pages = generate_docs(root, docs_out, entries, manifest, rules)
+    try:
+        pages = generate_docs(root, docs_out, entries, manifest, rules)
+    except SanitizerMissing as exc:
+        raise BuildError(str(exc)) from None
     summary.figures = pages.figures
     say(
         f"  {pages.entries} entry pages, {pages.indexes} index and tag pages, {pages.figures} figures"

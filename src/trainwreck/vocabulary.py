@@ -62,10 +62,20 @@ def load_vocabulary(root: Path | None = None) -> dict[str, Facet]:
     return vocabulary
 
 
-def entry_facets(data: dict[str, Any]) -> dict[str, list[str]]:
-    """An entry's facet values (checked entries only hold known values), empty where missing."""
+def entry_facets(
+    data: dict[str, Any], vocabulary: dict[str, Facet] | None = None
+) -> dict[str, list[str]]:
+    """An entry's facet values, empty where missing. With `vocabulary`, only the values it knows:
+    `check` rejects the others, but a page may be built from an unchecked entry and must never
+    print an unknown value as a label or put it in a link."""
     facets = data.get("facets")
     facets = facets if isinstance(facets, dict) else {}
-    return {
+    values = {
         name: [str(v) for v in facets.get(name) or [] if isinstance(v, str)] for name in FACETS
     }
+    if vocabulary is not None:
+        values = {
+            name: [v for v in found if name in vocabulary and v in vocabulary[name].values]
+            for name, found in values.items()
+        }
+    return values

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck import __version__
+from trainwreck.markup import rule_markup_problems
 from trainwreck.model import Document, Problem
 from trainwreck.rules.bundle import RuleSet, entry_summaries, make_bundle, site_url
 from trainwreck.rules.model import load_rules
@@ -132,6 +133,8 @@ def compile_rules(
                         severity="warning",
                     )
                 )
+        if document is not None:
+            problems.extend(rule_markup_problems(document))
         if run_tests:
             problems.extend(run_rule_tests(rule, root, entries, document))
     if not loaded.files:
