@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainwreck import stamps
 from trainwreck.markup import url_problem
 from trainwreck.model import DocumentError, Entry, Problem, load_entries, load_yaml
 from trainwreck.sanitize import (
@@ -1852,6 +1853,147 @@ def _stage_compile(root: Path) -> int:
         return len(load_rules(root))
 
 
+# --- skipping unchanged stages (see trainwreck.stamps) ----------------------------------------
+
+
+def _stage_check_cached(root: Path) -> tuple[list[Entry] | None, list[Problem], int]:
+    """The check stage, skipped when entries, notebooks, recordings, rules, schemas and the
+    toolkit are unchanged since a check that passed (its warnings are replayed). The entries
+    are then loaded only if the pages must be generated again."""
+    key = (
+        stamps.Key("check")
+        .code()
+        .tree(root / "entries", "*.yaml")
+        .tree(root / "notebooks")
+        .tree(root / "recordings")
+        .tree(root / "rules", "*.yaml")
+        .tree(root / "schemas", "*.json")
+        .text(str(root))
+        .hexdigest()
+    )
+    stamp = stamps.load(root, "check", key)
+    if stamp is not None:
+        try:
+            return None, [Problem(**p) for p in stamp["problems"]], int(stamp["entries"])
+        except (KeyError, TypeError, ValueError):
+            pass
+    entries, problems = _stage_check(root)
+    if not any(p.severity == "error" for p in problems):
+        stamps.save(
+            root,
+            "check",
+            key,
+            {"problems": [p.to_json() for p in problems], "entries": len(entries)},
+        )
+    return entries, problems, len(entries)
+
+
+def _manifest_files(root: Path, manifest: dict[str, Any] | None) -> list[Path]:
+    """Files the manifest's records name (executed notebooks, metrics, logs, figures): the pages
+    embed them."""
+    found: set[Path] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and 0 < len(value) < 1024 and "\n" not in value:
+            path = root / value
+            with contextlib.suppress(OSError, ValueError):
+                if path.is_file():
+                    found.add(path)
+
+    walk(_manifest_records(manifest))
+    return sorted(found)
+
+
+def _pages_key(root: Path, docs_out: Path, manifest: dict[str, Any] | None) -> str:
+    key = (
+        stamps.Key("pages")
+        .code()
+        .tree(root / "entries", "*.yaml")
+        .tree(root / "notebooks")
+        .tree(root / "recordings")
+        .tree(root / "rules", "*.yaml")
+        .tree(root / "docs")
+        .tree(root / "schemas", "*.json")
+        .file(root / "mkdocs.yml")
+        .text(str(root), str(docs_out), manifest, _versions("nh3", "markdown"))
+    )
+    for path in _manifest_files(root, manifest):
+        key.file(path)
+    return key.hexdigest()
+
+
+def _cached_pages(root: Path, key: str, docs_out: Path) -> Pages | None:
+    stamp = stamps.load(root, "pages", key)
+    if stamp is None or not stamps.unchanged(stamp.get("outputs")):
+        return None
+    try:
+        return Pages(
+            entries=int(stamp["entries"]),
+            indexes=int(stamp["indexes"]),
+            figures=int(stamp["figures"]),
+            nav=list(stamp["nav"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _save_pages(root: Path, key: str, docs_out: Path, pages: Pages) -> None:
+    stamps.save(
+        root,
+        "pages",
+        key,
+        {
+            "entries": pages.entries,
+            "indexes": pages.indexes,
+            "figures": pages.figures,
+            "nav": pages.nav,
+            "outputs": stamps.digests([docs_out]),
+        },
+    )
+
+
+def _versions(*names: str) -> dict[str, str]:
+    """Installed versions of the libraries that render pages (a new one may render differently)."""
+    from importlib import metadata
+
+    versions: dict[str, str] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
+
+
+def _site_key(root: Path, docs_out: Path, site: Path, nav: list[Any]) -> str:
+    """What mkdocs reads: the generated pages, mkdocs.yml, the theme (by version) and the nav."""
+    return (
+        stamps.Key("site")
+        .code()
+        .tree(docs_out)
+        .file(root / "mkdocs.yml")
+        .text(_versions("mkdocs", "mkdocs-material", "markdown", "pymdown-extensions"), nav, str(site))
+        .hexdigest()
+    )
+
+
+def _cached_site(root: Path, key: str, site: Path) -> int | None:
+    """HTML page count of an intact site built from the same inputs, else None."""
+    stamp = stamps.load(root, "site", key)
+    if stamp is None or not (site / "index.html").is_file():
+        return None
+    if not stamps.unchanged(stamp.get("outputs")):
+        return None
+    pages = stamp.get("pages")
+    return pages if isinstance(pages, int) else None
+
+
 def build(
     root: Path | str = ".",
     *,
@@ -1878,7 +2020,7 @@ def build(
         raise BuildError(f"{root}: no entries/ folder; run from the repository root or pass --root")
 
     say("[1/5] check: validating entries")
-    entries, problems = _stage_check(root)
+    entries, problems, entry_count = _stage_check_cached(root)
     errors = [p for p in problems if p.severity == "error"]
     warnings = [p for p in problems if p.severity != "error"]
     for problem in problems:
@@ -1887,10 +2029,10 @@ def build(
         raise BuildError(f"check: {len(errors)} error(s) in entries/; fix them and build again")
     if strict and warnings:
         raise BuildError(f"check: {len(warnings)} warning(s) and --strict is set")
-    summary.entries = len(entries)
+    summary.entries = entry_count
     summary.warnings += [str(p) for p in warnings]
     say(
-        f"  {len(entries)} entries valid"
+        f"  {entry_count} entries valid"
         + (f", {len(warnings)} warning(s)" if warnings else "")
         + f" ({lap()})"
     )
@@ -1939,25 +2081,43 @@ def build(
 
     say("[3/5] compile: validating and compiling rules")
     summary.rules = _stage_compile(root)
-    rules = load_rules(root)
     say(f"  {summary.rules} rules compiled ({lap()})")
 
     say("[4/5] pages: generating entry, index and tag pages")
     docs_out = Path(docs_dir).resolve() if docs_dir else root / "build" / "docs"
-    try:
-        pages = generate_docs(root, docs_out, entries, manifest, rules)
-    except SanitizerMissing as exc:
-        raise BuildError(str(exc)) from None
+    pages_key = _pages_key(root, docs_out, manifest)
+    pages = _cached_pages(root, pages_key, docs_out)
+    if pages is None:
+        if entries is None:
+            entries, _ = load_entries(root)
+        try:
+            pages = generate_docs(root, docs_out, entries, manifest, load_rules(root))
+        except SanitizerMissing as exc:
+            raise BuildError(str(exc)) from None
+        _save_pages(root, pages_key, docs_out, pages)
+        unchanged = ""
+    else:
+        unchanged = "; unchanged, not regenerated"
     summary.figures = pages.figures
     say(
         f"  {pages.entries} entry pages, {pages.indexes} index and tag pages, {pages.figures} figures"
-        f" ({lap()})"
+        f" ({lap()}{unchanged})"
     )
 
     site = Path(site_dir).resolve() if site_dir else root / "site"
     say(f"[5/5] site: mkdocs build --strict into {_rel(site, root)}/")
-    summary.pages = run_mkdocs(root, docs_out, site, pages.nav)
-    say(f"  {summary.pages} HTML pages ({lap()})")
+    site_key = _site_key(root, docs_out, site, pages.nav)
+    cached_pages = _cached_site(root, site_key, site)
+    if cached_pages is None:
+        stamps.forget(root, "site")
+        summary.pages = run_mkdocs(root, docs_out, site, pages.nav)
+        stamps.save(
+            root, "site", site_key, {"pages": summary.pages, "outputs": stamps.digests([site])}
+        )
+        say(f"  {summary.pages} HTML pages ({lap()})")
+    else:
+        summary.pages = cached_pages
+        say(f"  {summary.pages} HTML pages ({lap()}; pages, theme and mkdocs.yml unchanged)")
     summary.seconds = time.monotonic() - started
     return summary
 

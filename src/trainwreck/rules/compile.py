@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainwreck import __version__
+from trainwreck import __version__, stamps
 from trainwreck.markup import rule_markup_problems
 from trainwreck.model import Document, Problem
 from trainwreck.rules.bundle import RuleSet, entry_summaries, make_bundle, site_url
@@ -178,6 +178,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="problem output format"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="compile even when rules, entries and regression logs are unchanged since the last run",
+    )
 
 
 def pack_settings(root: Path) -> dict[str, str]:
@@ -221,6 +226,10 @@ def run(args: argparse.Namespace) -> int:
     rules_dir = Path(args.rules_dir) if args.rules_dir else None
     if rules_dir is not None and not rules_dir.is_absolute():
         rules_dir = root / rules_dir
+    key = compile_key(root, args, rules_dir)
+    if not getattr(args, "force", False) and _replay(root, key, args.format):
+        return 0
+    stamps.forget(root, "compile")
     bundle, problems = compile_rules(
         root,
         run_tests=not args.no_tests,
@@ -250,9 +259,78 @@ def run(args: argparse.Namespace) -> int:
         out = out if out.is_absolute() else root / out
         written.append(str(write_wheel(bundle, out, name=args.name, version=args.pack_version)))
     tested = "" if args.no_tests else ", regression logs pass"
+    message = (
+        f"compiled {len(bundle['rules'])} rules for {len(bundle['entries'])} entries{tested}: "
+        + ", ".join(written)
+    )
     if args.format == "text":
-        print(
-            f"compiled {len(bundle['rules'])} rules for {len(bundle['entries'])} entries{tested}: "
-            + ", ".join(written)
-        )
+        print(message)
+    logs = sorted(
+        {
+            str(root / item)
+            for rule in bundle["rules"]
+            for kind in ("match", "clean")
+            for item in rule["tests"][kind]
+        }
+        if not args.no_tests
+        else set()
+    )
+    stamps.save(
+        root,
+        "compile",
+        key,
+        {
+            "problems": [p.to_json() for p in problems],
+            "message": message,
+            "outputs": stamps.digests(Path(path).resolve() for path in written),
+            "logs": stamps.digests(Path(path).resolve() for path in logs),
+        },
+    )
     return 0
+
+
+def compile_key(root: Path, args: argparse.Namespace, rules_dir: Path | None) -> str:
+    """What a compile reads, besides the regression logs (those are listed in the stamp, as
+    the rules name them): the toolkit, the schemas, the rules, the entries (their summaries go
+    into the bundle), mkdocs.yml (the site URL) and the options."""
+    return (
+        stamps.Key("compile")
+        .code()
+        .tree(root / "schemas", "*.json")
+        .tree(rules_dir or root / "rules", "*.yaml")
+        .tree(root / "entries", "*.yaml")
+        .file(root / "mkdocs.yml")
+        .text(
+            str(root.resolve()),
+            str(rules_dir),
+            args.bundle,
+            args.out,
+            args.no_wheel,
+            args.no_tests,
+            args.name,
+            args.pack_version,
+        )
+        .hexdigest()
+    )
+
+
+def _replay(root: Path, key: str, output: str) -> bool:
+    """Report the last compile again when nothing it read has changed and what it wrote is
+    intact; False when it must run."""
+    stamp = stamps.load(root, "compile", key)
+    if stamp is None or not stamps.unchanged(stamp.get("outputs")):
+        return False
+    if not stamps.unchanged(stamp.get("logs")):
+        return False
+    try:
+        problems = [Problem(**p) for p in stamp.get("problems", [])]
+        message = str(stamp["message"])
+    except (TypeError, KeyError):
+        return False
+    if output == "json":
+        print(json.dumps({"problems": [p.to_json() for p in problems], "ok": True}, indent=2))
+    else:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{message} (unchanged since the last compile; --force compiles again)")
+    return True

@@ -67,6 +67,9 @@ _FILE_NUMBER = re.compile(r"^(\d+)\.(?:log|txt|out|err|jsonl)$")
 _NODE = re.compile(r"^(?:node|host|worker)[_-]?\d+$", re.IGNORECASE)
 _SAMPLE_PREFIX = re.compile(rb"(?m)^(?:[\w.-]+: )?\[(?:rank|default)(\d+)\]:")
 GLOG_YEAR = 2000  # glog lines carry no year; timestamps are only compared with each other
+# How a matcher converts its captures: (capture, factor or None, unit capture or None, default
+# unit) per value; factor 0.0 marks a string capture (kept as text).
+Plan = tuple[tuple[str, "float | None", "str | None", Any], ...]
 
 
 class Grow:
@@ -99,15 +102,15 @@ class Grow:
 
 
 class SeriesBuffer:
-    __slots__ = ("count", "file", "index", "line", "offset", "t", "truncated", "value")
+    """The points of one series on one rank, as rows (value, index, t, file, line, offset) in one
+    array of doubles: one append per point, 48 bytes a point (file, line and offset are whole
+    numbers far below 2**53, so doubles hold them exactly)."""
+
+    __slots__ = ("count", "rows", "truncated")
+    WIDTH = 6
 
     def __init__(self) -> None:
-        self.value = Grow("d")
-        self.index = Grow("d")
-        self.t = Grow("d")
-        self.file = Grow("l")
-        self.line = Grow("q")
-        self.offset = Grow("q")
+        self.rows = array("d")
         self.count = 0
         self.truncated = False
 
@@ -117,22 +120,31 @@ class SeriesBuffer:
         if self.count >= MAX_SERIES_POINTS:
             self.truncated = True
             return
-        self.value.data.append(value)
-        self.index.data.append(index)
-        self.t.data.append(t)
-        self.file.data.append(file_id)
-        self.line.data.append(line)
-        self.offset.data.append(offset)
+        self.rows.extend((value, index, t, file_id, line, offset))
         self.count += 1
 
+    def extend(self, other: SeriesBuffer, shift_index: bool = False) -> None:
+        """Append another buffer's points (up to the cap). `shift_index`: their index is their
+        position, which now starts after this buffer's points."""
+        room = MAX_SERIES_POINTS - self.count
+        taken = min(room, other.count)
+        rows = other.rows[: taken * self.WIDTH]
+        if shift_index and taken:
+            table = np.frombuffer(rows, dtype=np.float64).reshape(-1, self.WIDTH)
+            table[:, 1] += self.count
+        self.rows.extend(rows)
+        self.count += taken
+        self.truncated |= other.truncated or other.count > room
+
     def points(self) -> det.Points:
+        table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
         return det.Points(
-            self.value.view(),
-            self.index.view(),
-            self.t.view(),
-            self.file.view(),
-            self.line.view(),
-            self.offset.view(),
+            np.ascontiguousarray(table[:, 0]),
+            np.ascontiguousarray(table[:, 1]),
+            np.ascontiguousarray(table[:, 2]),
+            table[:, 3].astype(np.int64),
+            table[:, 4].astype(np.int64),
+            table[:, 5].astype(np.int64),
         )
 
 
@@ -186,7 +198,7 @@ class RuleRun:
         self.counters: dict[tuple[str, Any], int] = {}
         # Per matcher: (capture, factor or None, unit capture or None, default unit); factor 0.0
         # marks a string capture (kept as text).
-        self.plans: dict[str, list[tuple[str, float | None, str | None, Any]]] = {}
+        self.plans: dict[str, Plan] = {}
         for name, spec in rule["matchers"].items():
             plan: list[tuple[str, float | None, str | None, Any]] = []
             for capture, unit in spec["values"].items():
@@ -194,7 +206,7 @@ class RuleRun:
                     plan.append((capture, None, unit["unit_capture"], unit.get("default")))
                 else:
                     plan.append((capture, unit_factor(unit), None, None))
-            self.plans[name] = plan
+            self.plans[name] = tuple(plan)
         self.blocks: dict[tuple[str, int, Any], tuple[int, dict[str, Any], Evidence]] = {}
 
 
@@ -287,9 +299,38 @@ class Engine:
                         self.json_literals.add(re2.escape(json.dumps(next(iter(spec["json"])))))
                     else:
                         self.json_literals.add(r"\{\s*\"")
+        # A series that two rules define alike (fed by one regex matcher with the same pattern
+        # and units, the same value and index) gets the same points from the same lines: it is
+        # filled once and shared (the step-time series of several straggler rules).
+        self.shared_series: dict[tuple[int, str], tuple[int, str]] = {}
+        owners: dict[tuple[str, str, str, str | None], tuple[int, str]] = {}
+        for index, rule in enumerate(rules):
+            for name, spec in rule["series"].items():
+                if len(spec["matchers"]) != 1:
+                    continue
+                matcher = rule["matchers"][spec["matchers"][0]]
+                if matcher["kind"] != "regex":
+                    continue
+                key = (
+                    matcher["regex"],
+                    json.dumps(matcher["values"], sort_keys=True),
+                    spec["value"],
+                    spec.get("index"),
+                )
+                owner = owners.setdefault(key, (index, name))
+                if owner != (index, name):
+                    self.shared_series[(index, name)] = owner
         for users_of in users:
             users_of.sort(key=lambda u: u.order)
         self.users = users
+        # Patterns whose every use is a plain regex matcher without a 'rank' capture can take the
+        # bulk path (_scan_bulk) when they are the only pattern that can match in a block.
+        self.bulk = [
+            all(u.role == "regex" for u in users_of)
+            and all(name != "rank" for name, _ in users_of[0].groups)
+            and _feeds_distinct(rules, users_of)
+            for users_of in users
+        ]
         self.pattern_list = list(patterns)
         self.set = None
         if patterns:
@@ -298,27 +339,66 @@ class Engine:
                 self.set.Add(pattern)
             self.set.Compile()
         self.prefilter: Any = None
+        self.block_set: Any = None
+        self._start_filter: Any = None
         self._prefilter_ready = False
 
     def _build_prefilter(self, sample: bytes) -> None:
         """One RE2 search for all patterns' required literals, chosen as the rarest in the first
-        block of input (a line must contain one of them to be worth matching)."""
-        alternatives = [f"(?:{regexes.prefilter_pattern(p, sample)})" for p in self.pattern_list]
+        block of input (a line must contain one of them to be worth matching).
+
+        The same per-pattern prefilters also go into an RE2 set run once over each block: it
+        names the patterns that can match anywhere in the block, so a block where only one can
+        (the step-time lines of a long run) skips the per-line set match."""
+        prefilters = [regexes.prefilter_pattern(p, sample) for p in self.pattern_list]
+        alternatives = [f"(?:{p})" for p in prefilters]
         alternatives += sorted(self.json_literals)
         if alternatives:
             opts = regexes.options()
             opts.never_capture = True
             opts.max_mem = 256 << 20
             self.prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+        if prefilters:
+            opts = regexes.options()
+            opts.never_capture = True
+            opts.max_mem = 256 << 20
+            block_set = re2.Set.SearchSet(opts)
+            try:
+                for pattern in prefilters:
+                    block_set.Add(f"(?m:{pattern})")
+                block_set.Compile()
+                self.block_set = block_set
+            except Exception:  # a prefilter RE2 cannot take in a set: every line uses the set
+                self.block_set = None
         self._prefilter_ready = True
 
+    def _only_pattern(self, block: bytes, start: int) -> int:
+        """The one pattern that can match in `block` from `start` (its index), or -1 when several
+        can, or when it cannot be told. An empty answer from RE2's set is ambiguous (no pattern,
+        or its DFA ran out of memory and gave up), so it also means "use the per-line set"."""
+        if self.block_set is None:
+            return -1
+        if block.find(b"\r", start) >= 0:  # '$' before a CR line end: use the per-line set
+            return -1
+        possible = self.block_set.Match(memoryview(block)[start:])
+        return possible[0] if possible and len(possible) == 1 else -1
+
     # -- input ----------------------------------------------------------------------------------
+
+    def new_runs(self) -> list[RuleRun]:
+        """Fresh state for every rule, with alike series shared (see __init__)."""
+        runs = [RuleRun(rule) for rule in self.rules]
+        for (index, name), (owner, owner_name) in self.shared_series.items():
+            runs[index].series[name] = runs[owner].series[owner_name]
+            for feeds in runs[index].feeds.values():
+                feeds[:] = [feed for feed in feeds if feed[0] != name]
+        return runs
 
     def scan(self, inputs: Iterable[tuple[str, Any]], jobs: int | None = None) -> ScanResult:
         """Scan inputs: (display name, path | "-" | binary stream). Several large files are
         scanned in parallel processes (`jobs`: None = automatic, 1 = serial)."""
         inputs = list(inputs)
-        runs = [RuleRun(rule) for rule in self.rules]
+        runs = self.new_runs()
         result = ScanResult(runs, [], [], set(), 0, 0)
         workers = self._workers(inputs, jobs)
         if workers > 1:
@@ -346,20 +426,21 @@ class Engine:
     def _workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
         """How many processes: one per file up to the CPU count, only for plain files, and (when
         automatic) only when there is enough input to repay starting them."""
-        if jobs == 1 or len(inputs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        if jobs == 1 or not inputs or "fork" not in multiprocessing.get_all_start_methods():
             return 1
         sources = [source for _, source in inputs]
         if any(not isinstance(s, (str, Path)) or str(s) == "-" for s in sources):
             return 1
-        if jobs is None:
-            try:
-                total = sum(os.path.getsize(s) for s in sources)
-            except OSError:
-                return 1
-            if total < PARALLEL_MIN_BYTES:
-                return 1
+        try:
+            sizes = [os.path.getsize(s) for s in sources]
+        except OSError:
+            return 1
+        if jobs is None and sum(sizes) < PARALLEL_MIN_BYTES:
+            return 1
+        # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see _plan_parts).
+        tasks = sum(max(1, size // SPLIT_MIN_BYTES) for size in sizes)
         cpus = os.cpu_count() or 1
-        return max(1, min(jobs or cpus, cpus if jobs is None else jobs, len(inputs)))
+        return max(1, min(jobs or cpus, cpus if jobs is None else jobs, tasks))
 
     def _scan_parallel(
         self, inputs: list[tuple[str, Any]], workers: int, result: ScanResult
@@ -370,21 +451,128 @@ class Engine:
         )
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = [
-                pool.submit(_scan_one, file_id, display, source)
-                for file_id, (display, source) in enumerate(inputs)
-            ]
-            for (display, _), future in zip(inputs, futures, strict=True):
-                result.files.append(display)
-                try:
-                    part = future.result()
-                except Exception as exc:  # a worker killed (out of memory) or failing
-                    result.skipped.append(
-                        Skipped(display, f"could not be scanned ({exc!r}); skipped")
-                    )
+            tasks: list[tuple[str, list[Any]]] = []
+            for file_id, (display, source) in enumerate(inputs):
+                parts = (
+                    self._plan_parts(source, display, workers) if len(inputs) < workers else None
+                )
+                if parts is None:
+                    tasks.append((display, [pool.submit(_scan_one, file_id, display, source)]))
                     continue
-                _merge(result, part)
+                ranks, ranges = parts
+                for hit in ranks:
+                    result.admit_rank(rank_number(hit))
+                tasks.append(
+                    (
+                        display,
+                        [
+                            pool.submit(_scan_one, file_id, display, source, start, end, line)
+                            for start, end, line in ranges
+                        ],
+                    )
+                )
+            for display, futures in tasks:
+                result.files.append(display)
+                for index, future in enumerate(futures):
+                    try:
+                        part = future.result()
+                    except Exception as exc:  # a worker killed (out of memory) or failing
+                        what = "could not be scanned" if len(futures) == 1 else "was cut short"
+                        result.skipped.append(Skipped(display, f"{what} ({exc!r}); skipped"))
+                        break
+                    _merge(result, part, continues=index > 0)
         _WORKER_ENGINE = None
+
+    def _plan_parts(
+        self, source: Any, display: str, workers: int
+    ) -> tuple[list[bytes], list[tuple[int, int, int]]] | None:
+        """Where to cut one plain file into parts that scan alike in separate processes:
+        (ranks a serial scan samples from its blocks, [(start, end, first line number)]), or None
+        to scan it whole. Parts start where a serial scan starts a block, never where a block
+        matcher (start ... end) could be open; a file whose reading is irregular (binary, cut
+        lines, read errors) is not split."""
+        try:
+            size = os.path.getsize(source)
+        except OSError:
+            return None
+        count = min(workers, size // SPLIT_MIN_BYTES)
+        if count < 2:
+            return None
+        try:
+            with open(source, "rb") as handle:
+                if handle.read(2) == b"\x1f\x8b":
+                    return None  # gzip is read from its start
+        except OSError:
+            return None
+        scratch = ScanResult([], [], [], set(), 0, 0)
+        starts: list[tuple[int, int]] = []  # (offset, line number) of each serial block
+        ranks: list[bytes] = []  # sampled as a serial scan samples them, admitted in that order
+        offset, line = 0, 1
+        try:
+            with open(source, "rb") as handle:
+                for block in self._blocks(handle, display, scratch):
+                    starts.append((offset, line))
+                    if self.missing_from:
+                        ranks.extend(_SAMPLE_PREFIX.findall(block[:65536]))
+                    offset += len(block)
+                    line += block.count(b"\n")
+        except OSError:
+            return None
+        if scratch.skipped or offset != size:
+            return None
+        cuts: list[tuple[int, int]] = []
+        wanted = 1
+        for start, number in starts[1:]:
+            if start >= wanted * size // count and self._no_open_block(source, start):
+                cuts.append((start, number))
+                wanted += 1
+                if wanted == count:
+                    break
+        if not cuts:
+            return None
+        ranges = []
+        previous = (0, 1)
+        for cut in [*cuts, (size, 0)]:
+            ranges.append((previous[0], cut[0], previous[1]))
+            previous = cut
+        return ranks, ranges
+
+    def _no_open_block(self, source: Any, offset: int) -> bool:
+        """Whether no block matcher can be open at `offset` (a line start): no line among the
+        max_lines before it can start one (by the start patterns' prefilters)."""
+        starts = [
+            (spec["start"], spec["max_lines"])
+            for rule in self.rules
+            for spec in rule["matchers"].values()
+            if spec["kind"] == "block"
+        ]
+        if not starts:
+            return True
+        lines = max(limit for _, limit in starts)
+        window = min(offset, 4 << 20)
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(offset - window)
+                data = handle.read(window)
+        except OSError:
+            return False
+        if data.count(b"\n") < lines and window < offset:
+            return False  # the window does not reach back far enough: do not cut here
+        cut = len(data)
+        for _ in range(lines):
+            cut = data.rfind(b"\n", 0, cut - 1) if cut > 0 else -1
+            if cut < 0:
+                cut = 0
+                break
+        tail = data[cut:]
+        if b"\r" in tail:
+            return False  # a '$' before a CR line end: do not rely on the prefilters here
+        if self._start_filter is None:
+            alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p, _ in starts]
+            opts = regexes.options()
+            opts.never_capture = True
+            self._start_filter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+        return self._start_filter.Match(_U, tail, 0, len(tail))[0][0] < 0
 
     def _open(self, source: Any, display: str, result: ScanResult) -> BinaryIO | None:
         if not isinstance(source, (str, Path)):
@@ -403,11 +591,14 @@ class Engine:
             return _GzipStream(handle)  # type: ignore[return-value]
         return handle
 
-    def _blocks(self, handle: BinaryIO, display: str, result: ScanResult) -> Iterator[bytes]:
-        """Blocks of whole lines; lines longer than MAX_LINE are cut there."""
+    def _blocks(
+        self, handle: BinaryIO, display: str, result: ScanResult, head: bool = True
+    ) -> Iterator[bytes]:
+        """Blocks of whole lines; lines longer than MAX_LINE are cut there. `head`: the reading
+        starts at the start of the file (where binary files are told apart)."""
         pending = b""
         skipping = False  # inside the uncopied tail of an overlong line
-        first = True
+        first = head
         held_cr = b""  # a CR ending the last read: a line end unless a LF follows
         while True:
             try:
@@ -480,32 +671,68 @@ class Engine:
         file_rank: Any,
         runs: list[RuleRun],
         result: ScanResult,
+        part: tuple[int, int, int] | None = None,
     ) -> None:
+        """Scan one input; `part` = (start, end, number of the line at start) scans that byte
+        range of a plain file (see _plan_parts: the parent samples its ranks)."""
         handle = self._open(source, display, result)
         if handle is None:
             return
         line_no = 1  # number of the line starting at `counted`
         base = 0  # offset of the block in the (decompressed) stream
         unranked = result.unranked
+        first_line = 1
+        reader: Any = handle
+        if part is not None:
+            base, stop, first_line = part
+            line_no = first_line
+            handle.seek(base)
+            reader = _Range(handle, stop - base)
         try:
-            for block in self._blocks(handle, display, result):
+            for block in self._blocks(reader, display, result, head=part is None or base == 0):
                 if not self._prefilter_ready:
                     self._build_prefilter(block[: 1 << 20])
                 prefilter = self.prefilter
                 result.bytes += len(block)
-                if self.missing_from:
+                if self.missing_from and part is None:
                     for hit in _SAMPLE_PREFIX.findall(block[:65536]):
                         result.admit_rank(rank_number(hit))
                 counted = 0
                 pos = 0
                 end = len(block)
+                block_line = line_no
                 if prefilter is not None:
                     match = prefilter.Match
+                    only = -1
+                    candidates = 0
                     while pos < end:
                         start = match(_U, block, pos, end)[0][0]
                         if start < 0:
                             break
                         line_start = block.rfind(b"\n", 0, start) + 1
+                        candidates += 1
+                        if candidates == BLOCK_SET_AFTER or (
+                            candidates == BLOCK_SET_EARLY
+                            and candidates * 20 >= line_no - block_line
+                        ):
+                            only = self._only_pattern(block, line_start)
+                            if only >= 0 and self.bulk[only]:
+                                line_no += block.count(b"\n", counted, line_start)
+                                counted = line_start
+                                line_no, counted = self._scan_bulk(
+                                    block,
+                                    line_start,
+                                    line_no,
+                                    base,
+                                    only,
+                                    file_id,
+                                    file_rank,
+                                    runs,
+                                    result,
+                                    # candidates in at least half the lines so far
+                                    dense=2 * candidates >= line_no - block_line,
+                                )
+                                break
                         line_end = block.find(b"\n", start)
                         if line_end < 0:
                             line_end = end
@@ -519,11 +746,12 @@ class Engine:
                             file_rank,
                             runs,
                             result,
+                            only,
                         )
                         pos = line_end + 1
                 line_no += block.count(b"\n", counted, end)
                 base += end
-            result.lines += line_no - 1
+            result.lines += line_no - first_line
         finally:
             if result.unranked > unranked:
                 result.skipped.append(
@@ -536,6 +764,132 @@ class Engine:
             if handle is not sys.stdin.buffer:
                 handle.close()
 
+    # -- the rest of a block where one pattern alone can match ---------------------------------
+
+    def _scan_bulk(
+        self,
+        block: bytes,
+        pos: int,
+        line_no: int,
+        base: int,
+        only: int,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
+        dense: bool = False,
+    ) -> tuple[int, int]:
+        """Scan `block` from `pos` (a line start numbered `line_no`) to its end, where pattern
+        `only` is the only one that can match (see _only_pattern). Per line this finds the line,
+        its rank and the match, as _line does; captures are then converted and recorded for the
+        whole block at once (_flush_bulk), with the same results in the same order. Returns the
+        line number and offset of the last line start counted."""
+        match = self.prefilter.Match
+        regex = self.users[only][0].regex
+        json_lines = bool(self.json_matchers)
+        admit = result.admit_rank
+        end = len(block)
+        counted = pos
+        batch = _Batch(file_id)
+        if dense and block.endswith(b"\n"):
+            # Most lines are candidates: run the pattern on every line instead of looking for
+            # the next candidate first (a line the prefilter would skip cannot match it).
+            line_start = pos
+            for whole in block[pos:end].split(b"\n")[:-1]:
+                number = line_no
+                line_no += 1
+                offset = line_start
+                line_start += len(whole) + 1
+                raw = whole[:MAX_LINE] if len(whole) > MAX_LINE else whole
+                rank, body = split_prefix(raw)
+                if json_lines and body.lstrip()[:1] == b"{":
+                    if match(_U, block, offset, offset + len(whole))[0][0] >= 0:
+                        self._flush_bulk(only, batch, runs)
+                        batch = _Batch(file_id)
+                        self._line(
+                            raw, number, base + offset, file_id, file_rank, runs, result, only
+                        )
+                    continue
+                spans = regex.Match(_U, body, 0, len(body))
+                if spans[0][0] < 0:
+                    continue
+                if rank is None:
+                    inline = _INLINE_RANK.search(body)
+                    if inline:
+                        rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
+                    else:
+                        rank = file_rank
+                rank = admit(rank)
+                batch.numbers.append(number)
+                batch.offsets.append(base + offset)
+                batch.ranks.append(rank)
+                batch.raws.append(raw)
+                batch.bodies.append(body)
+                batch.spans.append(spans)
+            self._flush_bulk(only, batch, runs)
+            return line_no, end
+        while pos < end:
+            start = match(_U, block, pos, end)[0][0]
+            if start < 0:
+                break
+            line_start = block.rfind(b"\n", 0, start) + 1
+            line_end = block.find(b"\n", start)
+            if line_end < 0:
+                line_end = end
+            line_no += block.count(b"\n", counted, line_start)
+            counted = line_start
+            pos = line_end + 1
+            raw = block[line_start:line_end]  # no CR here (_only_pattern)
+            if len(raw) > MAX_LINE:
+                raw = raw[:MAX_LINE]
+            rank, body = split_prefix(raw)
+            if json_lines and body.lstrip()[:1] == b"{":
+                # A JSON record may feed other matchers: the general path, in order.
+                self._flush_bulk(only, batch, runs)
+                batch = _Batch(file_id)
+                self._line(raw, line_no, base + line_start, file_id, file_rank, runs, result, only)
+                continue
+            spans = regex.Match(_U, body, 0, len(body))
+            if spans[0][0] < 0:
+                continue
+            if rank is None:
+                inline = _INLINE_RANK.search(body)
+                if inline:
+                    rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
+                else:
+                    rank = file_rank
+            rank = admit(rank)
+            batch.numbers.append(line_no)
+            batch.offsets.append(base + line_start)
+            batch.ranks.append(rank)
+            batch.raws.append(raw)
+            batch.bodies.append(body)
+            batch.spans.append(spans)
+        self._flush_bulk(only, batch, runs)
+        return line_no, counted
+
+    def _flush_bulk(self, only: int, batch: _Batch, runs: list[RuleRun]) -> None:
+        n = len(batch.numbers)
+        if not n:
+            return
+        users = self.users[only]
+        captured: dict[str, list[Any]] = {}
+        for name, number in users[0].groups:
+            captured[name] = [
+                body[span[number][0] : span[number][1]].decode("utf-8", "replace")
+                if span[number][0] >= 0
+                else None
+                for body, span in zip(batch.bodies, batch.spans, strict=True)
+            ]
+        converted: dict[Plan, dict[str, list[Any]]] = {}
+        for user in users:
+            run = runs[user.run_index]
+            plan = run.plans[user.matcher]
+            columns = converted.get(plan)
+            if columns is None:
+                columns = converted[plan] = _convert_columns(plan, dict(captured), n)
+            _store_bulk(run, user.matcher, columns, batch)
+
     # -- one candidate line ---------------------------------------------------------------------
 
     def _line(
@@ -547,24 +901,21 @@ class Engine:
         file_rank: Any,
         runs: list[RuleRun],
         result: ScanResult,
+        only: int = -1,
     ) -> None:
         if len(raw) > MAX_LINE:
             raw = raw[:MAX_LINE]
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        rank: Any = None
-        body = raw
-        if raw[:1] in (b"[", b"w", b"n", b"h") or b"]:" in raw[:24]:
-            prefix = _PREFIX.match(raw)
-            if prefix:
-                rank = rank_number(prefix.group("r1") or prefix.group("r2"))
-                body = raw[prefix.end() :]
-            else:
-                host = _HOST.match(raw)
-                if host:
-                    rank = host.group("host").decode("ascii", "replace")
-                    body = raw[host.end() :]
-        hits = self.set.Match(body) if self.set is not None else None
+        rank, body = split_prefix(raw)
+        spans: Any = None
+        if only >= 0:
+            # Only this pattern can match in the block: its own match decides, and its spans
+            # are the captures (one RE2 call instead of a set match and then a match).
+            spans = self.users[only][0].regex.Match(_U, body, 0, len(body))
+            hits = [only] if spans[0][0] >= 0 else None
+        else:
+            hits = self.set.Match(body) if self.set is not None else None
         record: dict[str, Any] | None = None
         if self.json_matchers and body.lstrip()[:1] == b"{":
             try:
@@ -584,20 +935,33 @@ class Engine:
                     rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
                 else:
                     rank = file_rank
+        # The time is parsed when a rule first asks for it (series, evidence, a rank's first line).
+        t: float | None = None
         if record is not None and isinstance(record.get("t"), (int, float)):
             t = _number(record["t"])
-        else:
-            t = parse_time(raw)
         rank = result.admit_rank(rank)
         context = _Line(file_id, line_no, raw, rank, t, offset)
         if hits:
             for index in hits:
                 users = self.users[index]
-                caps = self._captures(users[0], body)
+                if spans is not None:
+                    caps = _named(users[0].groups, body, spans)
+                else:
+                    caps = self._captures(users[0], body)
                 if caps is None:
                     continue
+                converted: dict[Plan, dict[str, Any]] = {}
                 for user in users:
-                    self._pattern_hit(user, dict(caps), context, runs[user.run_index])
+                    run = runs[user.run_index]
+                    if user.role == "regex":
+                        # Rules sharing a pattern often convert its captures alike: once.
+                        plan = run.plans[user.matcher]
+                        done = converted.get(plan)
+                        if done is None:
+                            done = converted[plan] = _convert(plan, dict(caps))
+                        self._store(run, user.matcher, done, context, None)
+                    else:
+                        self._pattern_hit(user, dict(caps), context, run)
         if record is not None:
             for run_index, name, wanted in self.json_matchers:
                 if all(record.get(k) == v for k, v in wanted.items()):
@@ -607,16 +971,12 @@ class Engine:
     @staticmethod
     def _captures(user: _User, body: bytes) -> dict[str, Any] | None:
         """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
-        caps: dict[str, Any] = {}
-        if user.groups:
-            spans = user.regex.Match(_U, body, 0, len(body))
-            if spans[0][0] < 0:
-                return None
-            for name, number in user.groups:
-                start, stop = spans[number]
-                if start >= 0:
-                    caps[name] = body[start:stop].decode("utf-8", "replace")
-        return caps
+        if not user.groups:
+            return {}
+        spans = user.regex.Match(_U, body, 0, len(body))
+        if spans[0][0] < 0:
+            return None
+        return _named(user.groups, body, spans)
 
     def _pattern_hit(self, user: _User, caps: dict[str, Any], line: _Line, run: RuleRun) -> None:
         if user.role == "regex":
@@ -660,24 +1020,20 @@ class Engine:
         line: _Line,
         start: Evidence | None,
     ) -> None:
+        self._store(run, name, _convert(run.plans[name], caps), line, start)
+
+    @staticmethod
+    def _store(
+        run: RuleRun,
+        name: str,
+        caps: dict[str, Any],
+        line: _Line,
+        start: Evidence | None,
+    ) -> None:
+        """Record one match of a matcher (captures already converted; `caps` is only read, so
+        rules whose matchers convert alike share one dict)."""
         # The hot path for series lines: plain locals, no per-call lookups of the rule's spec.
         rank = line.rank
-        for capture, factor_, unit_capture, default in run.plans[name]:
-            raw = caps.get(capture)
-            if raw is None:
-                continue
-            if unit_capture is not None:
-                unit_text = caps.get(unit_capture) or default
-                factor_ = unit_factor(unit_text) if unit_text else None
-                if factor_ is None:
-                    caps[capture] = math.nan
-                    continue
-            if factor_ is None:
-                caps[capture] = math.nan
-                continue
-            if factor_ == 0.0:  # "string"
-                continue
-            caps[capture] = _number(raw) * factor_
         state = run.matchers[name]
         if "rank" in caps:
             value = caps["rank"]
@@ -717,15 +1073,303 @@ class Engine:
         feeds = run.feeds.get(name)
         if feeds:
             for series, value_name, index_name in feeds:
-                value = _number(caps.get(value_name))
+                value = caps.get(value_name)
+                if value.__class__ is not float:
+                    value = _number(value)
                 if value != value or value in (math.inf, -math.inf):
                     continue
                 per_rank = run.series[series]
                 buffer = per_rank.get(rank)
                 if buffer is None:
                     buffer = per_rank[rank] = SeriesBuffer()
-                index = _number(caps.get(index_name)) if index_name else float(buffer.count)
-                buffer.add(value, index, line.t, line.file, line.number, line.offset)
+                if buffer.count >= MAX_SERIES_POINTS:
+                    buffer.truncated = True
+                    continue
+                if index_name:
+                    index = caps.get(index_name)
+                    if index.__class__ is not float:
+                        index = _number(index)
+                else:
+                    index = float(buffer.count)
+                buffer.rows.extend((value, index, line.t, line.file, line.number, line.offset))
+                buffer.count += 1
+
+
+def _convert(plan: Plan, caps: dict[str, Any]) -> dict[str, Any]:
+    """Apply a matcher's units to its captures in place: numbers times their unit's factor,
+    NaN for an unknown unit, text for 'string'. Returns `caps`."""
+    for capture, factor_, unit_capture, default in plan:
+        raw = caps.get(capture)
+        if raw is None:
+            continue
+        if unit_capture is not None:
+            unit_text = caps.get(unit_capture) or default
+            factor_ = _unit_factor_cached(unit_text) if unit_text else None
+        if factor_ is None:
+            caps[capture] = math.nan
+            continue
+        if factor_ == 0.0:  # "string"
+            continue
+        caps[capture] = _number(raw) * factor_
+    return caps
+
+
+_UNIT_FACTORS: dict[Any, float | None] = {}
+
+
+def _unit_factor_cached(unit: Any) -> float | None:
+    try:
+        return _UNIT_FACTORS[unit]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable default
+        return unit_factor(unit)
+    found = unit_factor(unit)
+    if len(_UNIT_FACTORS) < 4096:
+        _UNIT_FACTORS[unit] = found
+    return found
+
+
+class _Batch:
+    """Matched lines of one block awaiting _flush_bulk: where they are, their rank and match."""
+
+    __slots__ = (
+        "_all_times",
+        "bodies",
+        "file",
+        "numbers",
+        "offsets",
+        "ranks",
+        "raws",
+        "spans",
+        "times",
+    )
+
+    def __init__(self, file_id: int) -> None:
+        self.file = file_id
+        self.numbers: list[int] = []
+        self.offsets: list[int] = []
+        self.ranks: list[Any] = []
+        self.raws: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.spans: list[Any] = []
+        self.times: dict[int, float] = {}
+        self._all_times: np.ndarray | None = None
+
+    def t(self, i: int) -> float:
+        """Time of line i, parsed on first use (as _Line.t)."""
+        found = self.times.get(i)
+        if found is None:
+            found = self.times[i] = parse_time(self.raws[i])
+        return found
+
+    def all_times(self) -> np.ndarray:
+        if self._all_times is None:
+            times = self.times
+            self._all_times = np.array(
+                [times.get(i) or parse_time(raw) for i, raw in enumerate(self.raws)],
+                dtype=np.float64,
+            )
+        return self._all_times
+
+
+def _feeds_distinct(rules: list[dict[str, Any]], users: list[_User]) -> bool:
+    """Whether no series takes points from two uses of one pattern (then per-line order would
+    interleave their points, which a per-matcher bulk store would not)."""
+    seen: set[tuple[int, str]] = set()
+    for user in users:
+        for name, spec in rules[user.run_index]["series"].items():
+            if user.matcher in spec["matchers"]:
+                if (user.run_index, name) in seen:
+                    return False
+                seen.add((user.run_index, name))
+    return True
+
+
+def _convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[str, list[Any]]:
+    """_convert over columns of captures (one list per capture, None where it did not take
+    part); entries apply in order, as they do per line."""
+    for capture, factor_, unit_capture, default in plan:
+        values = columns.get(capture)
+        if values is None:
+            continue
+        if unit_capture is not None:
+            units = columns.get(unit_capture) or [None] * n
+            out: list[Any] = []
+            for value, unit in zip(values, units, strict=True):
+                if value is None:
+                    out.append(None)
+                    continue
+                unit_text = unit or default
+                found = _unit_factor_cached(unit_text) if unit_text else None
+                if found is None:
+                    out.append(math.nan)
+                elif found == 0.0:
+                    out.append(value)
+                else:
+                    out.append(_number(value) * found)
+            columns[capture] = out
+        elif factor_ is None:
+            columns[capture] = [None if v is None else math.nan for v in values]
+        elif factor_ != 0.0:  # 0.0: "string", kept as text
+            try:
+                columns[capture] = [float(v) * factor_ for v in values]
+            except (TypeError, ValueError):  # None, 1,234 and the like: one by one
+                columns[capture] = [None if v is None else _number(v) * factor_ for v in values]
+    return columns
+
+
+def _store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: _Batch) -> None:
+    """Engine._store for every line of a batch (no rank capture, no block start): the same
+    counts, evidence, first lines, columns, events and series points, in line order."""
+    n = len(batch.numbers)
+    ranks, numbers, offsets, file_id = batch.ranks, batch.numbers, batch.offsets, batch.file
+    state = run.matchers[name]
+    before = state.count
+    state.count += n
+    counts = state.rank_counts
+    for rank in ranks:
+        counts[rank] = counts.get(rank, 0) + 1
+    room = MAX_EVIDENCE_PER_MATCHER - len(state.evidence)
+    for i in range(min(max(room, 0), n)):
+        state.evidence.append(
+            Evidence(
+                file_id,
+                numbers[i],
+                evidence_text(batch.raws[i]),
+                ranks[i],
+                batch.t(i),
+                name,
+                offsets[i],
+            )
+        )
+    first = state.first
+    if any(rank not in first for rank in set(ranks)):
+        index_of = dict(zip(reversed(ranks), range(n - 1, -1, -1), strict=True))
+        for rank in dict.fromkeys(ranks):
+            if rank not in first:
+                i = index_of[rank]
+                first[rank] = (batch.t(i), file_id, numbers[i])
+    if state.columns:
+        keep = max(0, min(n, MAX_ROWS - before))
+        for column, values in state.columns.items():
+            found = columns.get(column)
+            values.extend(found[:keep] if found is not None else [None] * keep)
+        if before + n > MAX_ROWS:
+            state.truncated = True
+    if state.events is not None:
+        steps = columns.get("step")
+        for i in range(min(max(MAX_ROWS - len(state.events), 0), n)):
+            state.events.append(
+                (
+                    ranks[i],
+                    batch.t(i),
+                    _number(steps[i] if steps is not None else None),
+                    file_id,
+                    numbers[i],
+                    offsets[i],
+                )
+            )
+    feeds = run.feeds.get(name)
+    if feeds:
+        _feed_bulk(run, feeds, columns, batch)
+
+
+def _numbers(columns: dict[str, list[Any]], name: str, n: int) -> np.ndarray:
+    """A capture column as floats (_number of each value; NaN where it is missing), computed
+    once per batch and plan."""
+    key = "\0numbers\0" + name
+    found = columns.get(key)
+    if found is None:
+        values = columns.get(name)
+        if values is None:
+            found = [math.nan] * n
+        else:
+            try:
+                found = [v if v.__class__ is float else float(v) for v in values]
+            except (TypeError, ValueError):
+                found = [_number(v) for v in values]
+        columns[key] = found
+    return np.asarray(found, dtype=np.float64)
+
+
+def _feed_bulk(
+    run: RuleRun,
+    feeds: list[tuple[str, str, str | None]],
+    columns: dict[str, list[Any]],
+    batch: _Batch,
+) -> None:
+    """The series points of a batch: per series, each rank's finite values in line order (a
+    rank's buffer is created at its first finite value, as per line), up to the cap."""
+    n = len(batch.numbers)
+    codes_of: dict[Any, int] = {}
+    codes = np.fromiter(
+        (codes_of.setdefault(rank, len(codes_of)) for rank in batch.ranks), np.int64, n
+    )
+    ranks = list(codes_of)
+    numbers = np.asarray(batch.numbers, dtype=np.float64)
+    offsets = np.asarray(batch.offsets, dtype=np.float64)
+    for series, value_name, index_name in feeds:
+        values = _numbers(columns, value_name, n)
+        keep = np.isfinite(values)
+        if not keep.any():
+            continue
+        times = batch.all_times()
+        indexes = _numbers(columns, index_name, n) if index_name else None
+        per_rank = run.series[series]
+        kept = np.flatnonzero(keep)
+        kept_codes = codes[kept]
+        # Ranks in the order of their first finite value (buffers are created in that order).
+        present, first_at = np.unique(kept_codes, return_index=True)
+        for code in present[np.argsort(first_at, kind="stable")]:
+            rank = ranks[code]
+            rows = kept[kept_codes == code]
+            buffer = per_rank.get(rank)
+            if buffer is None:
+                buffer = per_rank[rank] = SeriesBuffer()
+            room = MAX_SERIES_POINTS - buffer.count
+            if len(rows) > room:
+                buffer.truncated = True
+                rows = rows[:room]
+            if not len(rows):
+                continue
+            if indexes is None:
+                index = np.arange(buffer.count, buffer.count + len(rows), dtype=np.float64)
+            else:
+                index = indexes[rows]
+            table = np.empty((len(rows), SeriesBuffer.WIDTH), dtype=np.float64)
+            table[:, 0] = values[rows]
+            table[:, 1] = index
+            table[:, 2] = times[rows]
+            table[:, 3] = batch.file
+            table[:, 4] = numbers[rows]
+            table[:, 5] = offsets[rows]
+            buffer.rows.frombytes(table.tobytes())
+            buffer.count += len(rows)
+
+
+def split_prefix(raw: bytes) -> tuple[Any, bytes]:
+    """(rank, body) of a line: the launcher's rank prefix ([rank3]:, [default3]:, [1,3]<stdout>:,
+    host: ...) is removed; rank None when there is none."""
+    if raw[:1] in (b"[", b"w", b"n", b"h") or b"]:" in raw[:24]:
+        prefix = _PREFIX.match(raw)
+        if prefix:
+            return rank_number(prefix.group("r1") or prefix.group("r2")), raw[prefix.end() :]
+        host = _HOST.match(raw)
+        if host:
+            return host.group("host").decode("ascii", "replace"), raw[host.end() :]
+    return None, raw
+
+
+def _named(groups: list[tuple[str, int]], body: bytes, spans: Any) -> dict[str, Any]:
+    """Named captures from RE2 spans, decoded leniently (groups that did not take part are left
+    out)."""
+    caps: dict[str, Any] = {}
+    for name, number in groups:
+        start, stop = spans[number]
+        if start >= 0:
+            caps[name] = body[start:stop].decode("utf-8", "replace")
+    return caps
 
 
 def _number(value: Any) -> float:
@@ -906,16 +1550,25 @@ def evidence_text(raw: bytes) -> str:
 class _Line:
     """A candidate line being matched; its text is decoded only when kept as evidence."""
 
-    __slots__ = ("_text", "file", "number", "offset", "rank", "raw", "t")
+    __slots__ = ("_t", "_text", "file", "number", "offset", "rank", "raw")
 
-    def __init__(self, file_id: int, number: int, raw: bytes, rank: Any, t: float, offset: int):
+    def __init__(
+        self, file_id: int, number: int, raw: bytes, rank: Any, t: float | None, offset: int
+    ):
         self.file = file_id
         self.number = number
         self.raw = raw
         self.rank = rank
-        self.t = t
+        self._t = t
         self.offset = offset
         self._text: str | None = None
+
+    @property
+    def t(self) -> float:
+        """Unix time of the line (NaN without a timestamp), parsed on first use."""
+        if self._t is None:
+            self._t = parse_time(self.raw)
+        return self._t
 
     def text(self) -> str:
         if self._text is None:
@@ -924,7 +1577,12 @@ class _Line:
 
 
 _WORKER_ENGINE: Engine | None = None
+# Candidate lines in a block after which one set match over the rest of the block (a few ms per
+# MiB) pays for itself by sparing each later line its own set match (about a microsecond).
+BLOCK_SET_AFTER = 2000
+BLOCK_SET_EARLY = 200  # ... or after this many when they are dense (one line in 20 or more)
 PARALLEL_MIN_BYTES = 64 << 20  # below this, process start-up costs more than it saves
+SPLIT_MIN_BYTES = 64 << 20  # a plain file this large may be scanned in parts
 
 
 @dataclass
@@ -938,16 +1596,19 @@ class _Part:
     bytes: int
 
 
-def _scan_one(file_id: int, display: str, source: Any) -> _Part:
+def _scan_one(
+    file_id: int, display: str, source: Any, start: int = 0, end: int = -1, line: int = 1
+) -> _Part:
     engine = _WORKER_ENGINE
     assert engine is not None
-    runs = [RuleRun(rule) for rule in engine.rules]
+    runs = engine.new_runs()
     result = ScanResult(runs, [], [], set(), 0, 0)
     file_rank = rank_from_path(display)
     if file_rank is not None:
         result.ranks_seen.add(file_rank)
+    part = (start, end, line) if end >= 0 else None
     try:
-        engine._scan_file(source, display, file_id, file_rank, runs, result)
+        engine._scan_file(source, display, file_id, file_rank, runs, result, part)
     except MemoryError:
         result.skipped.append(Skipped(display, "out of memory while reading; the rest was skipped"))
     return _Part(
@@ -959,12 +1620,31 @@ def _scan_one(file_id: int, display: str, source: Any) -> _Part:
     )
 
 
-def _merge(result: ScanResult, part: _Part) -> None:
-    """Fold one file's state into the whole scan (files arrive in input order)."""
+class _Range:
+    """The next `size` bytes of a binary file, read as a stream."""
+
+    def __init__(self, handle: BinaryIO, size: int) -> None:
+        self.handle = handle
+        self.left = size
+
+    def read(self, size: int) -> bytes:
+        data = self.handle.read(min(size, self.left)) if self.left > 0 else b""
+        self.left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _merge(result: ScanResult, part: _Part, continues: bool = False) -> None:
+    """Fold one file's state into the whole scan (files arrive in input order). `continues`:
+    the part continues the file of the previous part, so a rank's first line is the one already
+    found, and series counted by position go on counting."""
     result.skipped.extend(part.skipped)
     result.ranks_seen |= part.ranks_seen
     result.lines += part.lines
     result.bytes += part.bytes
+    merged: set[int] = set()  # shared series are merged once
     for run, (matchers, series) in zip(result.runs, part.states, strict=True):
         for name, found in matchers.items():
             state = run.matchers[name]
@@ -975,7 +1655,9 @@ def _merge(result: ScanResult, part: _Part) -> None:
                 found.evidence[: max(0, MAX_EVIDENCE_PER_MATCHER - len(state.evidence))]
             )
             for rank, key in found.first.items():
-                if rank not in state.first or _order_key(key) < _order_key(state.first[rank]):
+                if rank not in state.first or (
+                    not continues and _order_key(key) < _order_key(state.first[rank])
+                ):
                     state.first[rank] = key
             for column, values in found.columns.items():
                 target = state.columns.setdefault(column, [])
@@ -989,16 +1671,16 @@ def _merge(result: ScanResult, part: _Part) -> None:
             state.truncated |= found.truncated
         for name, per_rank in series.items():
             target_series = run.series.setdefault(name, {})
+            if id(target_series) in merged:
+                continue
+            merged.add(id(target_series))
+            by_position = run.rule["series"].get(name, {}).get("index") is None
             for rank, buffer in per_rank.items():
                 existing = target_series.get(rank)
                 if existing is None:
                     target_series[rank] = buffer
                     continue
-                room = MAX_SERIES_POINTS - existing.count
-                for column in ("value", "index", "t", "file", "line", "offset"):
-                    getattr(existing, column).data.extend(getattr(buffer, column).data[:room])
-                existing.count += min(room, buffer.count)
-                existing.truncated |= buffer.truncated or buffer.count > room
+                existing.extend(buffer, shift_index=continues and by_position)
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -1015,18 +1697,35 @@ def _looks_binary(head: bytes) -> bool:
     return invalid > len(head) // 10
 
 
+_MINUTES: dict[tuple[bytes, ...], float] = {}
+
+
+def _iso_time(groups: tuple[bytes, ...]) -> float:
+    y, mo, d, h, mi, s, frac = groups
+    # Lines of one run share their minute: timegm runs once per minute seen. It is exact, as
+    # timegm is integer arithmetic over the fields (seconds only add).
+    key = (y, mo, d, h, mi)
+    minute = _MINUTES.get(key)
+    if minute is None:
+        try:
+            minute = float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), 0)))
+        except (ValueError, OverflowError):
+            minute = math.nan
+        if len(_MINUTES) >= 100_000:
+            _MINUTES.clear()
+        _MINUTES[key] = minute
+    if minute != minute:
+        return math.nan
+    return minute + int(s) + (float(b"0." + frac) if frac else 0.0)
+
+
 def parse_time(text: bytes | str) -> float:
     """Unix time of the first ISO or glog timestamp in a line (NaN when there is none)."""
     if isinstance(text, str):
         text = text.encode("utf-8", "replace")
     found = _ISO.search(text, 0, 200)
     if found:
-        y, mo, d, h, mi, s, frac = found.groups()
-        try:
-            base = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s)))
-        except (ValueError, OverflowError):
-            return math.nan
-        return base + (float(b"0." + frac) if frac else 0.0)
+        return _iso_time(found.groups())
     found = _GLOG.search(text, 0, 200)
     if found:
         mo, d, h, mi, s, frac = found.groups()
