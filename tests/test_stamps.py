@@ -142,3 +142,19 @@ def test_key_is_the_same_from_a_relative_root(tmp_path: Path, monkeypatch) -> No
     relative = stamps.Key("t").tree(Path("in")).file(Path("m.yml")).hexdigest()
     absolute = stamps.Key("t").tree(tmp_path / "in").file(tmp_path / "m.yml").hexdigest()
     assert relative == absolute
+
+
+def test_changed_environment_in_mkdocs_yml_recompiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """site_url may come from the environment (`!ENV`): another value is another input."""
+    repo = make_rules_repo(tmp_path / "repo")
+    (repo / "mkdocs.yml").write_text(
+        "site_name: Demo\nsite_url: !ENV [TW_STAMPS_TEST_URL, 'https://a.trainwreck-demo.net/']\n"
+    )
+    monkeypatch.delenv("TW_STAMPS_TEST_URL", raising=False)
+    assert compile_out(repo, capsys)[0] == 0
+    assert UNCHANGED in compile_out(repo, capsys)[1]
+    monkeypatch.setenv("TW_STAMPS_TEST_URL", "https://b.trainwreck-demo.net/")
+    code, out = compile_out(repo, capsys)
+    assert code == 0 and UNCHANGED not in out

@@ -1921,6 +1921,7 @@ def _pages_key(root: Path, docs_out: Path, manifest: dict[str, Any] | None) -> s
         .tree(root / "docs")
         .tree(root / "schemas", "*.json")
         .file(root / "mkdocs.yml")
+        .environment(root / "mkdocs.yml")
         .text(str(root), str(docs_out), manifest, _versions("nh3", "markdown"))
     )
     for path in _manifest_files(root, manifest):
@@ -1978,7 +1979,12 @@ def _site_key(root: Path, docs_out: Path, site: Path, nav: list[Any]) -> str:
         .code()
         .tree(docs_out)
         .file(root / "mkdocs.yml")
-        .text(_versions("mkdocs", "mkdocs-material", "markdown", "pymdown-extensions"), nav, str(site))
+        .environment(root / "mkdocs.yml")
+        .text(
+            _versions("mkdocs", "mkdocs-material", "markdown", "pymdown-extensions"),
+            nav,
+            str(site),
+        )
         .hexdigest()
     )
 

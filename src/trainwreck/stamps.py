@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 from trainwreck import __version__
 
 STAMP_FORMAT = 1
+_ENV_TAG = re.compile(r"!ENV\s*(?:\[([^\]]*)\]|([A-Za-z_]\w*))")
+_ENV_NAME = re.compile(r"(?<![\w'\"])([A-Za-z_]\w*)(?![\w'\"])")
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -58,6 +61,19 @@ class Key:
         for path in sorted(p for p in folder.glob(pattern) if p.is_file()):
             self.file(path, path.relative_to(folder).as_posix())
         return self
+
+    def environment(self, config: Path) -> Key:
+        """The values of the environment variables a YAML file reads with `!ENV` (mkdocs.yml's
+        site_url comes from TRAINWRECK_SITE_URL): the same file builds differently with another
+        value."""
+        try:
+            text = config.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        names: list[str] = []
+        for found in _ENV_TAG.finditer(text):
+            names += _ENV_NAME.findall(found.group(1) or found.group(2) or "")
+        return self.text({name: os.environ.get(name) for name in sorted(set(names))})
 
     def code(self) -> Key:
         """The toolkit's source: a changed renderer or compiler redoes what it made."""

@@ -300,6 +300,7 @@ def compile_key(root: Path, args: argparse.Namespace, rules_dir: Path | None) ->
         .tree(rules_dir or root / "rules", "*.yaml")
         .tree(root / "entries", "*.yaml")
         .file(root / "mkdocs.yml")
+        .environment(root / "mkdocs.yml")
         .text(
             str(root.resolve()),
             str(rules_dir),
