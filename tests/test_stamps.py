@@ -119,11 +119,13 @@ def test_second_build_skips_and_a_changed_entry_rebuilds(tmp_path: Path) -> None
     assert page.stat().st_mtime_ns == built
 
     entry = root / "entries" / "demo-hardware.yaml"
-    entry.write_text(entry.read_text().replace("summary: A cable fails.", "summary: A plug fails."))
+    text = entry.read_text()
+    assert "title: Replace the cable" in text
+    entry.write_text(text.replace("title: Replace the cable", "title: Replace the plug"))
     lines.clear()
     site.build(root, reproduce=False, progress=lines.append)
     assert not any("unchanged" in line for line in lines), lines
-    assert "A plug fails." in page.read_text(encoding="utf-8")
+    assert "Replace the plug" in page.read_text(encoding="utf-8")
 
     # A deleted site is rebuilt even though its inputs did not change.
     (root / "site" / "index.html").unlink()

@@ -1922,7 +1922,7 @@ def _pages_key(root: Path, docs_out: Path, manifest: dict[str, Any] | None) -> s
         .tree(root / "schemas", "*.json")
         .file(root / "mkdocs.yml")
         .environment(root / "mkdocs.yml")
-        .text(str(root), str(docs_out), manifest, _versions("nh3", "markdown"))
+        .text(str(root), str(docs_out), manifest, _library_versions("nh3", "markdown"))
     )
     for path in _manifest_files(root, manifest):
         key.file(path)
@@ -1959,7 +1959,7 @@ def _save_pages(root: Path, key: str, docs_out: Path, pages: Pages) -> None:
     )
 
 
-def _versions(*names: str) -> dict[str, str]:
+def _library_versions(*names: str) -> dict[str, str]:
     """Installed versions of the libraries that render pages (a new one may render differently)."""
     from importlib import metadata
 
@@ -1981,7 +1981,7 @@ def _site_key(root: Path, docs_out: Path, site: Path, nav: list[Any]) -> str:
         .file(root / "mkdocs.yml")
         .environment(root / "mkdocs.yml")
         .text(
-            _versions("mkdocs", "mkdocs-material", "markdown", "pymdown-extensions"),
+            _library_versions("mkdocs", "mkdocs-material", "markdown", "pymdown-extensions"),
             nav,
             str(site),
         )
