@@ -122,9 +122,15 @@ def regression_logs() -> list[Path]:
 def test_regression_logs_scan_alike(rules, monkeypatch, small_blocks) -> None:
     logs = regression_logs()
     assert logs
+    calls = count_bulk(monkeypatch)
+    engine = eng.Engine(rules)  # one engine (compiling the patterns once); a scan keeps no state
     for log in logs:
-        slow, fast = both(rules, [log], monkeypatch)
-        assert fast == slow, log
+        states = []
+        for on in (False, True):
+            shortcuts(monkeypatch, on)
+            states.append(state_of(engine.scan([(str(log), str(log))], jobs=1)))
+        assert states[1] == states[0], log
+    assert calls["bulk"] > 10  # the bulk path ran on many of them
 
 
 def mixed_log(path: Path, lines: int, seed: int, overlong: bool = True) -> Path:
