@@ -251,3 +251,32 @@ def test_correlation_detects_a_workload_that_explains_step_time():
         det.correlation(series, shifted, settings("correlation", **{"with": "w"})).outputs["count"]
         == 0
     )
+
+
+def test_jump_down_finds_a_learning_rate_that_restarts_its_warmup():
+    warm = [3e-4 * min(1.0, (i + 1) / 10) for i in range(60)]
+    restarted = warm + [3e-4 * (i + 1) / 100 for i in range(10)]  # warm-up again after a resume
+    result = det.jump({0: points(restarted)}, settings("jump", direction="down", min_ratio=20))
+    assert result.fired and result.outputs["index"] == 60 and result.outputs["ratio"] >= 99
+    assert result.events[0].index == 60 and result.rank == 0
+    healthy = det.jump({0: points(warm)}, settings("jump", direction="both", min_ratio=20))
+    assert (
+        not healthy.fired
+    )  # a warm-up from a small value is not a jump: it never drops, ratio < 20
+
+
+def test_jump_up_finds_a_loss_spike_and_ignores_noise():
+    loss = 3 + 0.1 * RNG.standard_normal(300)
+    assert not det.jump({0: points(loss)}, settings("jump")).fired
+    loss[200] = 11.0
+    result = det.jump({0: points(loss)}, settings("jump"))
+    assert result.fired and result.outputs["count"] == 1 and result.outputs["index"] == 200
+    assert not det.jump({0: points(loss)}, settings("jump", min_delta=10.0)).fired
+
+
+def test_jump_needs_history_and_positive_baselines():
+    assert not det.jump({0: points([1.0, 50.0])}, settings("jump")).fired  # too few points before
+    zeros = det.jump({0: points([0.0] * 30 + [5.0])}, settings("jump"))
+    assert not zeros.fired  # no ratio against a zero baseline
+    empty = det.jump({0: points([])}, settings("jump"))
+    assert not empty.fired and math.isnan(empty.outputs["ratio"])

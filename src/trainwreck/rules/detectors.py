@@ -454,3 +454,79 @@ def correlation(
         else ""
     )
     return DetectorResult(fired, outputs, ranks, note=note)
+
+
+def jump(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+    """Sudden changes against the recent past: each point against the median of the `window`
+    points before it (after at least `min_history` of them). A point jumps up when it is at least
+    `min_ratio` x that median (and `min_delta` above it), down when it is at most the median /
+    `min_ratio`. Series are read in the order their points were logged, so a step counter that
+    restarts after a resume still compares each value with the values logged just before it."""
+    direction = str(settings["direction"])
+    ratio_min = float(settings["min_ratio"])
+    min_delta = float(settings["min_delta"])
+    window = int(settings["window"])
+    history = int(settings["min_history"])
+    events: list[Event] = []
+    ranks: list[RankKey] = []
+    count = 0
+    largest = math.nan
+    first: tuple[float, RankKey, float] | None = None
+    for rank, raw in series.items():
+        points = _finite(raw)
+        values = points.value
+        base = _trailing_median(values, window, history)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor_up = values / base
+            factor_down = np.where(values > 0, base / values, np.inf)
+        valid = (base > 0) & (values >= 0)  # ratios need positive baselines (loss, lr, grad norm)
+        up = valid & (factor_up >= ratio_min) & (values - base >= min_delta)
+        down = valid & (factor_down >= ratio_min) & (base - values >= min_delta)
+        mask = up if direction == "up" else down if direction == "down" else up | down
+        hits = [int(i) for i in np.flatnonzero(mask)]
+        factors = [float(factor_up[i] if up[i] else factor_down[i]) for i in hits[:1000]]
+        if not hits:
+            continue
+        ranks.append(rank)
+        count += len(hits)
+        top = max(factors)
+        largest = top if not math.isfinite(largest) else max(largest, top)
+        key = float(points.t[hits[0]]) if math.isfinite(points.t[hits[0]]) else float(hits[0])
+        if first is None or key < first[0]:
+            first = (key, rank, float(points.index[hits[0]]))
+        for i in hits[:50]:
+            events.append(points.event(i, rank))
+    fired = count >= int(settings["min_count"])
+    rank = first[1] if first else None
+    outputs = {
+        "count": float(count),
+        "ratio": largest,
+        "index": first[2] if first else math.nan,
+        "rank": float(rank) if isinstance(rank, int) else math.nan,
+    }
+    note = (
+        f"{count} sudden change(s) of {direction} >= {ratio_min:g}x against the previous {window} points"
+        f" (largest {largest:.3g}x, first at index {outputs['index']:g})"
+        if count
+        else ""
+    )
+    return DetectorResult(fired, outputs, ranks, events, rank=rank, note=note)
+
+
+def _trailing_median(values: np.ndarray, window: int, history: int) -> np.ndarray:
+    """Median of the up to `window` values before each point (NaN before `history` of them),
+    computed in chunks so memory stays bounded on long series."""
+    n = int(values.shape[0])
+    base = np.full(n, np.nan)
+    for i in range(history, min(window, n)):
+        base[i] = float(np.median(values[:i]))
+    if n > window:
+        view = np.lib.stride_tricks.sliding_window_view(
+            values[:-1], window
+        )  # row j: values[j:j+window]
+        chunk = 65536
+        for start in range(0, view.shape[0], chunk):
+            base[window + start : window + start + chunk] = np.median(
+                view[start : start + chunk], axis=1
+            )
+    return base

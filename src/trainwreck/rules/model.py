@@ -45,6 +45,14 @@ DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
     "threshold": {"min_count": 1},
     "cooccur": {"by": "time", "same_rank": False, "min_count": 1, "min_fraction": 0.0},
     "correlation": {"min_r": 0.5, "min_points": 10},
+    "jump": {
+        "direction": "up",
+        "min_ratio": 3.0,
+        "min_delta": 0.0,
+        "window": 20,
+        "min_history": 5,
+        "min_count": 1,
+    },
 }
 DETECTOR_OUTPUTS: dict[str, tuple[str, ...]] = {
     "periodic_stalls": (
@@ -63,10 +71,11 @@ DETECTOR_OUTPUTS: dict[str, tuple[str, ...]] = {
     "threshold": ("count", "max", "min", "rank"),
     "cooccur": ("count", "fraction"),
     "correlation": ("r", "count"),
+    "jump": ("count", "ratio", "index", "rank"),
 }
 # Detectors whose results are point events usable as a cooccur part.
-EVENT_DETECTORS = ("periodic_stalls", "threshold")
-RANK_DETECTORS = ("drift", "rank_outlier", "threshold")
+EVENT_DETECTORS = ("periodic_stalls", "threshold", "jump")
+RANK_DETECTORS = ("drift", "rank_outlier", "threshold", "jump")
 
 
 @dataclass
