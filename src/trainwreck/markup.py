@@ -225,6 +225,8 @@ def url_problem(url: str) -> str | None:
     """Why `url` is not a well-formed absolute http(s) URL with a real-looking host, or None."""
     from urllib.parse import urlsplit
 
+    if not url:
+        return "the URL is empty"
     if not _URL_CHARS_RE.fullmatch(url):
         bad = next(c for c in url if not _URL_CHARS_RE.fullmatch(c))
         return f"'{url}' is not a well-formed http(s) URL ({bad!r} must be %-encoded)"
