@@ -56,9 +56,40 @@ QUERIES: dict[str, str] = {
     "sequence-length-imbalance-straggler": "sequence length imbalance",
     "silent-data-corruption": "AssertionError: Parameter hashes not matching across DP replicas",
     "tokenizers-fork-deadlock": "huggingface/tokenizers: The current process just got forked, after parallelism has already been used. Disabling parallelism to avoid deadlocks...",
+    "autograd-inplace-modified": "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation",
+    "grad-ckpt-no-grad-inputs": "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn",
+    "checkpoint-recompute-mismatch": "torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for the following tensors have different metadata than during the forward pass.",
+    "lr-scheduler-resume-reset": "learning rate warm-up restarts after resuming",
+    "loss-spike": "loss spikes",
+    "state-dict-key-mismatch": "RuntimeError: Error(s) in loading state_dict for ResNet:",
+    "torch-load-weights-only": "_pickle.UnpicklingError: Weights only load failed.",
+    "optimizer-state-resume-mismatch": "ValueError: loaded state dict contains a parameter group that doesn't match the size of optimizer's group",
+    "safetensors-shared-tensor-save": "Some tensors share memory, this will lead to duplicate memory on disk and potential differences when loading them again",
+    "fp16-unscale-fp16-grads": "ValueError: Attempting to unscale FP16 gradients.",
+    "fsdp-flat-param-uniformity": "ValueError: `FlatParameter` requires uniform dtype but got torch.float16 and torch.float32",
+    "fsdp-checkpoint-load-mismatch": "size mismatch for _fsdp_wrapped_module._flat_param: copying a param with shape torch.Size([20971520]) from checkpoint",
+    "dataloader-worker-segfault": "ERROR: Unexpected segmentation fault encountered in worker.",
+    "dataloader-fd-exhausted": "RuntimeError: received 0 items of ancdata",
+    "dataloader-copy-on-read-leak": "DataLoader workers memory grows every epoch copy on read",
+    "dynamo-graph-breaks": "Graph break in user code at",
+    "collective-desync-deadlock": "RuntimeError: Detected mismatch between collectives on ranks.",
+    "slurm-time-limit-preemption": "JOB 4242 ON gpu-node-17 CANCELLED AT 2025-03-01T09:00:12 DUE TO TIME LIMIT",
+    "gpu-degraded-straggler": "one GPU persistently slower",
+    "fsdp-state-dict-save-hang-oom": "UserWarning: Failed to clone() tensor with name _fsdp_wrapped_module",
+    "host-oom-sigkill": "traceback : Signal 9 (SIGKILL) received by PID 140293",
+    "process-group-not-initialized": "ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
+    "launcher-sighup": "Received Signals.SIGHUP death signal, shutting down workers",
+    "rendezvous-connect-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after 60000ms while trying to connect to (10.20.0.4, 29400).",
 }
-# The performance failures that print no message of their own.
-NO_MESSAGE = {"python-gc-straggler", "sequence-length-imbalance-straggler"}
+# The failures that print no message of their own (slowdowns, silent training curves).
+NO_MESSAGE = {
+    "python-gc-straggler",
+    "sequence-length-imbalance-straggler",
+    "lr-scheduler-resume-reset",
+    "loss-spike",
+    "dataloader-copy-on-read-leak",
+    "gpu-degraded-straggler",
+}
 
 
 def test_every_entry_has_a_query() -> None:
