@@ -1,0 +1,185 @@
+"""The paste-shape layer: what every text rule sees instead of the raw line.
+
+Real logs reach `diagnose` in many shapes: launchers and loggers put prefixes in front of every
+line, terminals colour, pad and wrap them, pretty printers draw boxes around tracebacks, and people
+paste them into issue trackers that re-wrap them again. Rules are written against the message
+itself; this module turns each shape back into it, once, for all rules.
+
+Two steps, both keeping the number of lines (so evidence keeps its file:line):
+
+`normalize_block(block)`, on whole blocks of lines before any matching:
+- ANSI escape sequences (colour, cursor) are removed;
+- a CR before a line end is dropped, a lone CR (progress bars redrawing) becomes a space;
+- rich-style box tracebacks lose their borders: `│ text   │` -> `text`; a box line filled up to
+  its border continues on the next one (pretty printers wrap at word boundaries);
+- right padding (spaces and tabs up to the terminal width) is removed;
+- a line wrapped by a terminal at 80 or 120 columns, or inside a box, is joined with its
+  continuation; so is a message split after a trailing single space ("signal: \\nBus error.").
+  The joined text goes on the first line and the continuation line is left empty.
+
+`split_prefix(line)`, on each candidate line: removes the prefixes in front of the message and
+returns the rank they name (or None) and the message. Prefixes may be stacked; recognised are
+torchrun `[rankN]:` / `[defaultN]:` (with an optional `host: `), Open MPI `[job,rank]<stdout>:`
+(with an optional date), SLURM `srun --label` task numbers (`3: `), `host:pid:tid [dev]` (NCCL),
+Ray and vLLM `(pid=N)` / `(Name pid=N, ip=...)`, k8s-style `worker-0: ` host prefixes, ISO and
+syslog timestamps with an optional level, dmesg `[  12.345678]` and `[Sun Feb 20 06:16:58 2022]`,
+`HH:MM:SS LEVEL`, pasted line numbers `[1234] `, markdown quotes `> ` and leading indentation.
+Time stamps stay in the raw line (the engine reads times from it).
+"""
+
+from __future__ import annotations
+
+import re
+
+WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
+_FULL = b"\x00"  # marks a box line whose text reaches the right border
+_SPLIT = b"\x01"  # marks a line that ended in one space (a message split after a word)
+
+_ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_BOX_CHARS = ("\u2502".encode(), "\u2503".encode(), "\u2551".encode())
+_BORDER = rb"(?:\xe2\x94\x82|\xe2\x94\x83|\xe2\x95\x91)"
+_BOX = re.compile(rb"[ \t]*" + _BORDER + rb" ?(.*?)(?P<pad>[ \t]*)" + _BORDER + rb"[ \t]*$")
+_ONE_SPACE = re.compile(rb"(?m)(?<=[^ \t]) $")
+_PADDING = re.compile(rb"(?m)[ \t]+$")
+# A continuation line does not look like the start of a new record.
+_NEW_RECORD = re.compile(
+    rb"\s|\[|\(|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b"
+    rb"|[\w.-]+:\d+:\d+ \[\d+\]|frame #|\*{3}|={3}|-{3}|[A-Z][a-z]{2} [ \d]\d \d\d:"
+)
+_WRAP_CANDIDATE = re.compile(
+    rb"(?m)^(?:" + rb"|".join(rb"[^\n]{%d}" % w for w in WRAP_WIDTHS) + rb")\n(?=\S)"
+)
+
+# One prefix at the start of a line (applied repeatedly: prefixes stack).
+_PREFIX = re.compile(
+    rb"(?:"
+    rb"(?:(?P<host>[\w.-]+):\s)?\[(?:rank|default)(?P<r_torchrun>\d+)\]:\s?"
+    rb"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+    rb"\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:\s?"
+    rb"|(?P<r_srun>\d{1,5}): (?=\S)"
+    rb"|[\w.-]+:\d+:\d+ \[\d+\] "
+    rb"|\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) "
+    rb"|(?P<k8s>[\w.-]*worker[\w.-]*|(?:node|host)[\w.-]*): "
+    rb"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    rb"(?:\s*[|:-])?\s*(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?(?:\s*[|:-])?\s*)?"
+    rb"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:[\w.-]+ )?(?:kernel|[\w./-]+(?:\[\d+\])?): "
+    rb"|\[\s*\d+\.\d+\]\s?"
+    rb"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?"
+    rb"|\d\d:\d\d:\d\d(?:[.,]\d+)? +(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    rb"|\[\d+\] (?=\S)"
+    rb"|> "
+    rb"|[ \t]+"
+    rb")"
+)
+_MAX_PREFIXES = 8
+_MAX_RANK_DIGITS = 9  # as the engine's MAX_RANK_DIGITS
+
+
+def normalize_block(block: bytes) -> bytes:
+    """The block with terminal and pretty-printer artefacts removed; same number of lines.
+    Returns `block` itself when there is nothing to change."""
+    shaped = block
+    if b"\x1b" in shaped:
+        shaped = _ANSI.sub(b"", shaped)
+    if b"\r" in shaped:
+        shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
+    if any(char in shaped for char in _BOX_CHARS):
+        shaped = _unbox(shaped)
+    split = b" \n" in shaped
+    if split:
+        shaped = _ONE_SPACE.sub(b" " + _SPLIT, shaped)
+    if b" \n" in shaped or b"\t\n" in shaped or shaped.endswith((b" ", b"\t")):
+        shaped = _PADDING.sub(b"", shaped)
+    if split or _FULL in shaped or _WRAP_CANDIDATE.search(shaped):
+        shaped = _join_wrapped(shaped)
+    return block if shaped == block else shaped
+
+
+def line_starts(block: bytes) -> list[int]:
+    """Byte offset of the start of every line of `block`."""
+    starts = [0]
+    find = block.find
+    position = find(b"\n")
+    while position >= 0:
+        starts.append(position + 1)
+        position = find(b"\n", position + 1)
+    return starts
+
+
+def _unbox(block: bytes) -> bytes:
+    """Box lines lose their borders. A box line continues on the next one when the next line's
+    first word would not have fitted in the space left before the border: that is why the
+    printer wrapped there (such lines are marked for joining)."""
+    lines = block.split(b"\n")
+    boxes = [_BOX.match(line) if b"\xe2" in line else None for line in lines]
+    for index, box in enumerate(boxes):
+        if box is None:
+            continue
+        text = box.group(1)
+        following = boxes[index + 1] if index + 1 < len(boxes) else None
+        continues = False
+        if following is not None and text.strip():
+            after = following.group(1)
+            word = after.split(b" ", 1)[0]
+            continues = bool(word) and len(word) + 2 > len(box.group("pad"))
+        lines[index] = text + (_FULL if continues else b"")
+    return b"\n".join(lines)
+
+
+def _join_wrapped(block: bytes) -> bytes:
+    """Join wrapped and split lines; the continuation lines are left empty."""
+    lines = block.split(b"\n")
+    out: list[bytes] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        joined = 0
+        while index + joined + 1 < len(lines):
+            nxt = lines[index + joined + 1]
+            how = _continues(line, nxt)
+            if how is None:
+                break
+            line = line.rstrip(_FULL + _SPLIT)
+            line = (line.rstrip(b" ") + b" " + nxt.lstrip()) if how == "word" else line + nxt
+            joined += 1
+        out.append(line.replace(_FULL, b"").replace(_SPLIT, b""))
+        out.extend(b"" for _ in range(joined))
+        index += joined + 1
+    return b"\n".join(out)
+
+
+def _width(line: bytes) -> int:
+    try:
+        return len(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return len(line)
+
+
+def _continues(line: bytes, nxt: bytes) -> str | None:
+    """How `nxt` continues `line`: "word" (join with a space), "wrap" (join as is) or None."""
+    if not nxt.strip() or _NEW_RECORD.match(nxt):
+        return None
+    if line.endswith(_FULL):
+        return "word"  # pretty printers wrap at word boundaries and drop the space
+    if line.endswith(_SPLIT):
+        return "word" if len(line) > 20 else None
+    return "wrap" if _width(line) in WRAP_WIDTHS else None
+
+
+def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
+    """(rank named by the prefixes or None, the message without them)."""
+    rank: int | str | None = None
+    body = raw
+    for _ in range(_MAX_PREFIXES):
+        match = _PREFIX.match(body)
+        if match is None or match.end() == 0:
+            break
+        if rank is None:
+            number = match.group("r_torchrun") or match.group("r_mpi") or match.group("r_srun")
+            if number is not None:
+                # ten digits or more is not a rank (and int() refuses 4300 digits and more)
+                rank = int(number) if len(number) <= _MAX_RANK_DIGITS else None
+            elif match.group("k8s"):
+                rank = match.group("k8s").decode("ascii", "replace")
+        body = body[match.end() :]
+    return rank, body
