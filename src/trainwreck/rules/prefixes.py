@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 
 WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
-_FULL = b"\x00"  # marks a box line whose text reaches the right border
-_SPLIT = b"\x01"  # marks a line that ended in one space (a message split after a word)
+_FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8 text) marks a box line whose text reaches the right border
+_SPLIT = b"\xff\xf1"  # marks a line that ended in one space (a message split after a word)
 
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _BOX_CHARS = ("\u2502".encode(), "\u2503".encode(), "\u2551".encode())
