@@ -413,7 +413,7 @@ def test_no_rules_is_a_usage_error(tmp_path):
 
 def test_json_output_is_stable_and_strict():
     report = run_json(str(GC / "probe-run"))
-    assert set(report) == {"findings", "skipped", "stats"}
+    assert set(report) == {"findings", "suggestions", "skipped", "stats"}
     # Strict JSON: no NaN or Infinity anywhere.
     text = cli(
         "diagnose", str(GC / "probe-run"), "--format", "json", "--no-installed"
