@@ -12,13 +12,13 @@ Two steps, both keeping the number of lines (so evidence keeps its file:line):
 - a CR before a line end is dropped, a lone CR (progress bars redrawing) becomes a space;
 - rich-style box tracebacks lose their borders: `│ text   │` -> `text`; a box line filled up to
   its border continues on the next one (pretty printers wrap at word boundaries);
-- right padding (spaces and tabs up to the terminal width) is removed;
 - a line wrapped by a terminal at 80 or 120 columns, or inside a box, is joined with its
   continuation; so is a message split after a trailing single space ("signal: \\nBus error.").
   The joined text goes on the first line and the continuation line is left empty.
 
 `split_prefix(line)`, on each candidate line: removes the prefixes in front of the message and
-returns the rank they name (or None) and the message. Prefixes may be stacked; recognised are
+the right padding after it (spaces up to the terminal width) and returns the rank they name (or
+None) and the message. Prefixes may be stacked; recognised are
 torchrun `[rankN]:` / `[defaultN]:` (with an optional `host: `), Open MPI `[job,rank]<stdout>:`
 (with an optional date), SLURM `srun --label` task numbers (`3: `), `host:pid:tid [dev]` (NCCL),
 Ray and vLLM `(pid=N)` / `(Name pid=N, ip=...)`, k8s-style `worker-0: ` host prefixes, ISO and
@@ -32,22 +32,28 @@ from __future__ import annotations
 import re
 
 WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
-_FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8 text) marks a box line whose text reaches the right border
-_SPLIT = b"\xff\xf1"  # marks a line that ended in one space (a message split after a word)
+_FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8) marks a box line filled up to its border
 
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _BOX_CHARS = ("\u2502".encode(), "\u2503".encode(), "\u2551".encode())
 _BORDER = rb"(?:\xe2\x94\x82|\xe2\x94\x83|\xe2\x95\x91)"
 _BOX = re.compile(rb"[ \t]*" + _BORDER + rb" ?(.*?)(?P<pad>[ \t]*)" + _BORDER + rb"[ \t]*$")
-_ONE_SPACE = re.compile(rb"(?m)(?<=[^ \t]) $")
-_PADDING = re.compile(rb"(?m)[ \t]+$")
 # A continuation line does not look like the start of a new record.
-_NEW_RECORD = re.compile(
+_NEW_RECORD_SOURCE = (
     rb"\s|\[|\(|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b"
     rb"|[\w.-]+:\d+:\d+ \[\d+\]|frame #|\*{3}|={3}|-{3}|[A-Z][a-z]{2} [ \d]\d \d\d:"
 )
+_NEW_RECORD = re.compile(_NEW_RECORD_SOURCE)
+# Lines that may continue on the next one: a message split after a word (exactly one trailing
+# space) or a hard wrap at a terminal width (ending in a visible character), followed by a line
+# that does not start a new record. Only blocks holding such a line pay for joining.
+_SPLIT_CANDIDATE = re.compile(rb"(?<=[^ \t\n]) \n(?!" + _NEW_RECORD_SOURCE + rb"|$)")
 _WRAP_CANDIDATE = re.compile(
-    rb"(?m)^(?:" + rb"|".join(rb"[^\n]{%d}" % w for w in WRAP_WIDTHS) + rb")\n(?=\S)"
+    rb"(?m)^(?:"
+    + rb"|".join(rb"[^\n]{%d}" % (w - 1) for w in WRAP_WIDTHS)
+    + rb")[^ \t\n]\n(?!"
+    + _NEW_RECORD_SOURCE
+    + rb"|$)"
 )
 
 # One prefix at the start of a line (applied repeatedly: prefixes stack).
@@ -77,7 +83,7 @@ _MAX_RANK_DIGITS = 9  # as the engine's MAX_RANK_DIGITS
 
 def normalize_block(block: bytes) -> bytes:
     """The block with terminal and pretty-printer artefacts removed; same number of lines.
-    Returns `block` itself when there is nothing to change."""
+    Returns `block` itself when there is nothing to change (the common case costs a few scans)."""
     shaped = block
     if b"\x1b" in shaped:
         shaped = _ANSI.sub(b"", shaped)
@@ -85,25 +91,17 @@ def normalize_block(block: bytes) -> bytes:
         shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
     if any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
-    split = b" \n" in shaped
-    if split:
-        shaped = _ONE_SPACE.sub(b" " + _SPLIT, shaped)
-    if b" \n" in shaped or b"\t\n" in shaped or shaped.endswith((b" ", b"\t")):
-        shaped = _PADDING.sub(b"", shaped)
-    if split or _FULL in shaped or _WRAP_CANDIDATE.search(shaped):
+    if _FULL in shaped or _SPLIT_CANDIDATE.search(shaped) or _WRAP_CANDIDATE.search(shaped):
         shaped = _join_wrapped(shaped)
-    return block if shaped == block else shaped
+    return shaped
 
 
 def line_starts(block: bytes) -> list[int]:
     """Byte offset of the start of every line of `block`."""
-    starts = [0]
-    find = block.find
-    position = find(b"\n")
-    while position >= 0:
-        starts.append(position + 1)
-        position = find(b"\n", position + 1)
-    return starts
+    import numpy as np
+
+    newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    return [0, *(newlines + 1).tolist()]
 
 
 def _unbox(block: bytes) -> bytes:
@@ -119,8 +117,7 @@ def _unbox(block: bytes) -> bytes:
         following = boxes[index + 1] if index + 1 < len(boxes) else None
         continues = False
         if following is not None and text.strip():
-            after = following.group(1)
-            word = after.split(b" ", 1)[0]
+            word = following.group(1).split(b" ", 1)[0]
             continues = bool(word) and len(word) + 2 > len(box.group("pad"))
         lines[index] = text + (_FULL if continues else b"")
     return b"\n".join(lines)
@@ -139,10 +136,10 @@ def _join_wrapped(block: bytes) -> bytes:
             how = _continues(line, nxt)
             if how is None:
                 break
-            line = line.rstrip(_FULL + _SPLIT)
-            line = (line.rstrip(b" ") + b" " + nxt.lstrip()) if how == "word" else line + nxt
+            line = line.replace(_FULL, b"")
+            line = (line.rstrip() + b" " + nxt.lstrip()) if how == "word" else line + nxt
             joined += 1
-        out.append(line.replace(_FULL, b"").replace(_SPLIT, b""))
+        out.append(line.replace(_FULL, b"") if _FULL in line else line)
         out.extend(b"" for _ in range(joined))
         index += joined + 1
     return b"\n".join(out)
@@ -161,9 +158,11 @@ def _continues(line: bytes, nxt: bytes) -> str | None:
         return None
     if line.endswith(_FULL):
         return "word"  # pretty printers wrap at word boundaries and drop the space
-    if line.endswith(_SPLIT):
-        return "word" if len(line) > 20 else None
-    return "wrap" if _width(line) in WRAP_WIDTHS else None
+    if line.endswith(b" ") and not line.endswith(b"  ") and len(line) > 20:
+        return "word"  # a message split after a word by the program or the paste
+    if line[-1:] not in (b" ", b"\t") and _width(line) in WRAP_WIDTHS:
+        return "wrap"
+    return None
 
 
 def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
@@ -182,4 +181,4 @@ def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
             elif match.group("k8s"):
                 rank = match.group("k8s").decode("ascii", "replace")
         body = body[match.end() :]
-    return rank, body
+    return rank, body.rstrip(b" \t")
