@@ -161,6 +161,7 @@ def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[st
             "steps": [_step_text(s) for s in primary.get("steps") or []],
         },
         "verify": [_step_text(s) for s in fix.get("verify") or []],
+        "quick_answer": str(data.get("quick_answer", "")),
         "symptoms": [
             str(s.get("observed", "")) for s in data.get("symptoms") or [] if isinstance(s, dict)
         ],

@@ -6,8 +6,8 @@ points at the entries whose own words are closest to those lines, marked as sugg
 as findings.
 
 The index is built when the bundle is compiled: for each entry, the counts of the terms in its
-title, summary, root causes and observed symptoms and in the titles and sourced examples of its
-rules (`text_index` in the bundle). At diagnose time the counts of every loaded bundle are merged
+title, summary, quick answer, root causes and observed symptoms and in the titles and sourced
+examples of its rules (`text_index` in the bundle). At diagnose time the counts of every loaded bundle are merged
 and weighted by TF-IDF with numpy; each error line is compared with each entry by cosine
 similarity and an entry scores its best line. Terms are lowercase words of three or more
 letters, so numbers, addresses and pids do not count.
@@ -117,7 +117,11 @@ def build_text_index(
     """Per entry, the counts of its terms (what the bundle stores as `text_index`)."""
     texts: dict[str, list[str]] = {}
     for entry_id, summary in entries.items():
-        parts = [summary.get("title", ""), summary.get("summary", "")]
+        parts = [
+            summary.get("title", ""),
+            summary.get("summary", ""),
+            summary.get("quick_answer", ""),
+        ]
         parts += list(summary.get("root_causes") or []) + list(summary.get("symptoms") or [])
         texts.setdefault(entry_id, []).extend(str(p) for p in parts)
     for rule in rules:
