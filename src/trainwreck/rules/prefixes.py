@@ -44,39 +44,49 @@ _NEW_RECORD_SOURCE = (
     rb"|[\w.-]+:\d+:\d+ \[\d+\]|frame #|\*{3}|={3}|-{3}|[A-Z][a-z]{2} [ \d]\d \d\d:"
 )
 _NEW_RECORD = re.compile(_NEW_RECORD_SOURCE)
-# Lines that may continue on the next one: a message split after a word (exactly one trailing
-# space) or a hard wrap at a terminal width (ending in a visible character), followed by a line
-# that does not start a new record. Only blocks holding such a line pay for joining.
-_SPLIT_CANDIDATE = re.compile(rb"(?<=[^ \t\n]) \n(?!" + _NEW_RECORD_SOURCE + rb"|$)")
-_WRAP_CANDIDATE = re.compile(
-    rb"(?m)^(?:"
-    + rb"|".join(rb"[^\n]{%d}" % (w - 1) for w in WRAP_WIDTHS)
-    + rb")[^ \t\n]\n(?!"
-    + _NEW_RECORD_SOURCE
-    + rb"|$)"
+# The prefixes, grouped by the byte they start with (one small regex per group is much faster
+# than one alternation of all of them, and a line starting with a plain word tries at most one).
+_TORCHRUN = rb"\[(?:rank|default)(?P<r_torchrun>\d+)\]:\s?"
+_MPI = rb"\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:\s?"
+_ISO = (
+    rb"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    rb"(?:\s*[|:-])?\s*(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?(?:\s*[|:-])?\s*)?"
+)
+_BRACKETED = (
+    _TORCHRUN,
+    _MPI,
+    _ISO,
+    rb"\[\s*\d+\.\d+\]\s?",  # dmesg
+    rb"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?",  # dmesg -T
+    rb"\[\d+\] (?=\S)",  # a pasted line number
+)
+_NUMERIC = (
+    _ISO,
+    rb"\d\d:\d\d:\d\d(?:[.,]\d+)? +(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+",
+    rb"(?P<r_srun>\d{1,5}): (?=\S)",  # srun --label
+)
+_WORDY = (
+    rb"(?:(?P<host>[\w.-]+):\s)" + _TORCHRUN,
+    rb"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})" + _MPI,
+    rb"[\w.-]+:\d+:\d+ \[\d+\] ",  # NCCL host:pid:tid [dev]
+    rb"(?P<k8s>[\w.-]*worker[\w.-]*|(?:node|host)[\w.-]*): ",
+    rb"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:[\w.-]+ )?(?:kernel|[\w./-]+(?:\[\d+\])?): ",  # syslog
 )
 
-# One prefix at the start of a line (applied repeatedly: prefixes stack).
-_PREFIX = re.compile(
-    rb"(?:"
-    rb"(?:(?P<host>[\w.-]+):\s)?\[(?:rank|default)(?P<r_torchrun>\d+)\]:\s?"
-    rb"|(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-    rb"\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:\s?"
-    rb"|(?P<r_srun>\d{1,5}): (?=\S)"
-    rb"|[\w.-]+:\d+:\d+ \[\d+\] "
-    rb"|\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) "
-    rb"|(?P<k8s>[\w.-]*worker[\w.-]*|(?:node|host)[\w.-]*): "
-    rb"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
-    rb"(?:\s*[|:-])?\s*(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?(?:\s*[|:-])?\s*)?"
-    rb"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:[\w.-]+ )?(?:kernel|[\w./-]+(?:\[\d+\])?): "
-    rb"|\[\s*\d+\.\d+\]\s?"
-    rb"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?"
-    rb"|\d\d:\d\d:\d\d(?:[.,]\d+)? +(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
-    rb"|\[\d+\] (?=\S)"
-    rb"|> "
-    rb"|[ \t]+"
-    rb")"
-)
+
+def _group(alternatives: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    return re.compile(b"|".join(b"(?:" + a + b")" for a in alternatives))
+
+
+_PREFIX_BY_START: dict[int, re.Pattern[bytes]] = {}
+for _byte in b"[":
+    _PREFIX_BY_START[_byte] = _group(_BRACKETED)
+for _byte in b"0123456789":
+    _PREFIX_BY_START[_byte] = _group(_NUMERIC)
+_PREFIX_BY_START[ord("(")] = _group((rb"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ",))
+_PREFIX_BY_START[ord(">")] = _group((rb"> ",))
+_PREFIX_BY_START[ord(" ")] = _PREFIX_BY_START[ord("\t")] = _group((rb"[ \t]+",))
+_WORDY_PREFIX = _group(_WORDY)
 _MAX_PREFIXES = 8
 _MAX_RANK_DIGITS = 9  # as the engine's MAX_RANK_DIGITS
 
@@ -91,9 +101,37 @@ def normalize_block(block: bytes) -> bytes:
         shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
     if any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
-    if _FULL in shaped or _SPLIT_CANDIDATE.search(shaped) or _WRAP_CANDIDATE.search(shaped):
+    if _FULL in shaped or _has_join_candidate(shaped):
         shaped = _join_wrapped(shaped)
     return shaped
+
+
+def _has_join_candidate(block: bytes) -> bool:
+    """Whether some line may continue on the next one: a message split after a word (exactly one
+    trailing space) or a hard wrap at a terminal width (ending in a visible character), followed
+    by a line that does not start a new record. Found with numpy over the line ends, so that
+    only blocks holding such a line pay for joining."""
+    import numpy as np
+
+    data = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10)
+    ends = ends[ends + 1 < data.size]  # a line that has a next line
+    if ends.size == 0:
+        return False
+    starts = np.concatenate(([0], np.flatnonzero(data == 10)[:-1] + 1))[: ends.size]
+    lengths = ends - starts
+    last = data[np.maximum(ends - 1, 0)]
+    before_last = data[np.maximum(ends - 2, 0)]
+    visible = (last != 32) & (last != 9)
+    wrapped = np.isin(lengths, WRAP_WIDTHS) & visible
+    split = (last == 32) & (before_last != 32) & (before_last != 9) & (lengths > 20)
+    following = data[ends + 1]
+    plausible = (following != 10) & (following != 32) & (following != 9) & (following != 91)
+    plausible &= following != 40  # '(' and '[' start records (prefixes), never continuations
+    for end in ends[(wrapped | split) & plausible].tolist():
+        if not _NEW_RECORD.match(block, end + 1):
+            return True
+    return False
 
 
 def line_starts(block: bytes) -> list[int]:
@@ -166,19 +204,28 @@ def _continues(line: bytes, nxt: bytes) -> str | None:
 
 
 def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
-    """(rank named by the prefixes or None, the message without them)."""
+    """(rank named by the prefixes or None, the message without them and its right padding)."""
     rank: int | str | None = None
     body = raw
     for _ in range(_MAX_PREFIXES):
-        match = _PREFIX.match(body)
+        if not body:
+            break
+        pattern = _PREFIX_BY_START.get(body[0])
+        if pattern is None:
+            # A word: only host-style prefixes, which all hold a ':' early on.
+            if b":" not in body[:80]:
+                break
+            pattern = _WORDY_PREFIX
+        match = pattern.match(body)
         if match is None or match.end() == 0:
             break
         if rank is None:
-            number = match.group("r_torchrun") or match.group("r_mpi") or match.group("r_srun")
+            groups = match.groupdict()
+            number = groups.get("r_torchrun") or groups.get("r_mpi") or groups.get("r_srun")
             if number is not None:
                 # ten digits or more is not a rank (and int() refuses 4300 digits and more)
                 rank = int(number) if len(number) <= _MAX_RANK_DIGITS else None
-            elif match.group("k8s"):
-                rank = match.group("k8s").decode("ascii", "replace")
+            elif groups.get("k8s"):
+                rank = groups["k8s"].decode("ascii", "replace")
         body = body[match.end() :]
     return rank, body.rstrip(b" \t")
