@@ -285,6 +285,30 @@ def test_rule_wheel_in_a_fresh_core_only_venv(tmp_path):
     assert finding["entry"] == "demo-failure" and finding["rule"] == "demo-boom"
     assert finding["ranks"] == [5]
     assert finding["url"] == "https://kb.trainwreck-demo.net/kb/entries/demo-failure/"
+    # explain and suggestions work from the installed rule pack as well.
+    explained = subprocess.run(
+        [str(python), "-m", "trainwreck", "explain", "job.log", "demo-boom", "--format", "json"],
+        cwd=outside,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["matchers"]["boom"]["lines"][0]["rank"] == 5
+    (outside / "other.log").write_text("RuntimeError: demo failure, the widget went missing\n")
+    other = subprocess.run(
+        [str(python), "-m", "trainwreck", "diagnose", "other.log", "--format", "json"],
+        cwd=outside,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert other.returncode == 0, other.stderr
+    suggested = json.loads(other.stdout)
+    assert suggested["findings"] == []
+    assert [s["entry"] for s in suggested["suggestions"]] == ["demo-failure"]
     # The installed trainwreck is the wheel, not this checkout.
     where = subprocess.run(
         [str(python), "-c", "import trainwreck; print(trainwreck.__file__)"],

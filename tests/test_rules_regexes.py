@@ -126,10 +126,10 @@ def test_prefilter_never_drops_a_matching_line():
 
 def test_prefilter_finds_every_matching_line_of_the_regression_logs():
     """Soundness on real-shaped lines: every line of tests/logs that a rule pattern matches (after
-    the rank prefix is removed) is a prefilter candidate."""
+    the paste-shape prefixes are removed) is a prefilter candidate."""
     import gzip
 
-    from trainwreck.rules import engine
+    from trainwreck.rules import prefixes
 
     logs = ROOT / "tests" / "logs"
     patterns = _all_patterns()
@@ -143,8 +143,7 @@ def test_prefilter_finds_every_matching_line_of_the_regression_logs():
     for path in files:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         for line in raw.splitlines():
-            prefix = engine._PREFIX.match(line)
-            body = line[prefix.end() :] if prefix else line
+            body = prefixes.split_prefix(line)[1]
             for index in matcher.Match(body) or []:
                 checked += 1
                 assert prefilters[index].search(line), (patterns[index], path.name, line[:200])

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("trainwreck.reproduce", "execute reproduction notebooks (cached)"),
     "compile": ("trainwreck.rules.compile", "validate rules and build the rule bundle and wheel"),
     "diagnose": ("trainwreck.diagnose", "diagnose training logs offline"),
+    "explain": ("trainwreck.explain", "show why one rule did or did not fire on a log"),
     "build": ("trainwreck.site", "check, reproduce, compile and publish the site"),
     "serve": ("trainwreck.site", "preview the built site"),
     "new": ("trainwreck.scaffold", "scaffold a new entry, rule and notebook"),

@@ -52,9 +52,15 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     nothing_read: bool = False  # every input was unreadable (exit EXIT_NOTHING_READ)
+    suggestions: list[dict[str, Any]] = field(default_factory=list)  # only when nothing fired
 
     def to_json(self) -> dict[str, Any]:
-        return {"findings": self.findings, "skipped": self.skipped, "stats": self.stats}
+        return {
+            "findings": self.findings,
+            "suggestions": self.suggestions,
+            "skipped": self.skipped,
+            "stats": self.stats,
+        }
 
     @property
     def entries(self) -> list[str]:
@@ -387,7 +393,9 @@ def diagnose(
         "rules": len(selected),
         "rule_sources": rule_set.sources,
     }
-    report = Report(findings, skipped, warnings, stats)
+    report = Report(
+        findings, skipped, warnings, stats, suggestions=_suggestions(findings, inputs, rule_set)
+    )
     report.nothing_read = all(f in unread for f in scan.files)
     return report
 
@@ -400,6 +408,20 @@ def link_local_pages(findings: list[dict[str, Any]], root: Path) -> None:
             continue
         page = root / "site" / "entries" / str(finding["entry"]) / "index.html"
         finding["url"] = page.resolve().as_uri() if page.is_file() else ""
+
+
+def _suggestions(
+    findings: list[dict[str, Any]], inputs: list[tuple[str, Any]], rule_set: RuleSet
+) -> list[dict[str, Any]]:
+    """Closest entries by text similarity, only when no rule fired and the log has error lines."""
+    if findings or not rule_set.text_index:
+        return []
+    from trainwreck.rules import suggest
+
+    lines = suggest.error_lines(inputs)
+    if not lines:
+        return []
+    return suggest.suggest(lines, suggest.Index.from_counts(rule_set.text_index))
 
 
 def _usable(rules: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
@@ -462,6 +484,14 @@ def format_text(report: Report) -> str:
         lines.append("No input could be read (see Skipped).")
     elif not report.findings:
         lines.append("No known failure found.")
+    if report.suggestions:
+        lines += [
+            "",
+            "Suggestions (not findings: no rule fired; closest entries to the error lines):",
+        ]
+        for item in report.suggestions:
+            lines.append(f"  {item['entry']}  similarity {_pct(item['score'])}")
+            lines.append(f"      {eng.evidence_text(item['line'].encode('utf-8', 'replace'))}")
     for finding in report.findings:
         lines.append("")
         lines.append(
@@ -518,6 +548,16 @@ def format_markdown(report: Report) -> str:
         out += ["", "No input could be read (see Skipped)."]
     elif not report.findings:
         out += ["", "No known failure found."]
+    if report.suggestions:
+        out += [
+            "",
+            "Suggestions (not findings: no rule fired; closest entries to the error lines):",
+            "",
+        ]
+        for item in report.suggestions:
+            out.append(
+                f"- `{item['entry']}` (similarity {_pct(item['score'])}): {_md(item['line'])}"
+            )
     for finding in report.findings:
         out += ["", f"## {finding['rank']}. {finding['title']}", ""]
         out.append(

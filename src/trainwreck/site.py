@@ -667,6 +667,30 @@ def _describe_detector(spec: Any) -> str:
     return _code(kind)
 
 
+def _render_examples(examples: Any) -> list[str]:
+    """What the rule recognises and since when: one row per sourced wording."""
+    if not isinstance(examples, list) or not examples:
+        return []
+    rows = []
+    for example in examples:
+        if not isinstance(example, dict):
+            continue
+        text = str(example.get("text", "")).strip().splitlines()
+        shown = text[0] + (" …" if len(text) > 1 else "") if text else ""
+        rows.append(
+            f"| {_code(shown[:160])} | {_cell(str(example.get('library', '')))} "
+            f"| {_cell(str(example.get('versions', '')))} | {_cell(str(example.get('source', '')))} |"
+        )
+    return [
+        "It recognises these wordings (each checked by `trainwreck compile`):",
+        "",
+        "| Wording | Printed by | Versions | Source |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def render_rule(rule: Rule, *, link_entry: str | None = None) -> str:
     data = rule.data
     # An explicit anchor, so the rules page can link to the rule on its entry's page.
@@ -698,6 +722,7 @@ def render_rule(rule: Rule, *, link_entry: str | None = None) -> str:
         rows.append(f"| {_code(name)} | detector | {_describe_detector(spec)} |")
     if rows:
         lines += ["| Part | Kind | What it looks for |", "|---|---|---|", *rows, ""]
+    lines += _render_examples(data.get("examples"))
     lines += [
         f'??? note "The rule\'s source: {_plain(rule.file)}"',
         "",

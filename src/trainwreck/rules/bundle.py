@@ -47,6 +47,11 @@ class Bundle:
     def entries(self) -> dict[str, dict[str, Any]]:
         return dict(self.data.get("entries", {}))
 
+    @property
+    def text_index(self) -> dict[str, dict[str, int]]:
+        index = self.data.get("text_index")
+        return index if isinstance(index, dict) else {}
+
 
 @dataclass
 class RuleSet:
@@ -56,6 +61,7 @@ class RuleSet:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    text_index: dict[str, dict[str, int]] = field(default_factory=dict)  # entry -> term counts
 
     def add(self, bundle: Bundle) -> None:
         known = {rule["id"] for rule in self.rules}
@@ -68,6 +74,12 @@ class RuleSet:
             added += 1
         for entry_id, summary in bundle.entries.items():
             self.entries.setdefault(entry_id, summary)
+        for entry_id, counts in bundle.text_index.items():
+            if isinstance(counts, dict):
+                merged = self.text_index.setdefault(entry_id, {})
+                for term, count in counts.items():
+                    if isinstance(count, int):
+                        merged[term] = merged.get(term, 0) + count
         self.sources.append(f"{bundle.source} ({added} rules)")
 
 
@@ -149,6 +161,10 @@ def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[st
             "steps": [_step_text(s) for s in primary.get("steps") or []],
         },
         "verify": [_step_text(s) for s in fix.get("verify") or []],
+        "quick_answer": str(data.get("quick_answer", "")),
+        "symptoms": [
+            str(s.get("observed", "")) for s in data.get("symptoms") or [] if isinstance(s, dict)
+        ],
         "url": f"{base_url}entries/{entry_id}/" if base_url else "",
         "related": [
             {"id": r.get("id"), "relation": r.get("relation")}
@@ -178,9 +194,12 @@ def make_bundle(
     version: str = __version__,
     base_url: str = DEFAULT_SITE_URL,
 ) -> dict[str, Any]:
+    from trainwreck.rules.suggest import build_text_index
+
     payload = {"rules": rules, "entries": entries}
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return {
+        "text_index": build_text_index(rules, entries),
         "format": FORMAT,
         "name": name,
         "version": version,

@@ -102,6 +102,39 @@ def regression_files(root: Path, item: str) -> tuple[list[str], str | None]:
     return files, None
 
 
+def run_example_tests(rule: dict[str, Any], document: Document | None = None) -> list[Problem]:
+    """Every example of the rule is recognised by it (by its `matcher` when one is named) and,
+    unless `fires` is false, makes the rule fire on its own."""
+    import io
+
+    from trainwreck.rules import engine as eng
+
+    problems: list[Problem] = []
+    examples = rule.get("examples") or []
+    if not examples:
+        return problems
+    engine = eng.Engine([rule])
+    for index, example in enumerate(examples):
+        scan = engine.scan([(f"example {index}", io.BytesIO(example["text"].encode()))], jobs=1)
+        run = scan.runs[0]
+        wanted = example.get("matcher")
+        states = [run.matchers[wanted]] if wanted in run.matchers else list(run.matchers.values())
+        message = None
+        if not any(state.count for state in states):
+            by = f"matcher '{wanted}'" if wanted else "any matcher"
+            message = f"example is not recognised by {by}: {example['text'][:80]!r}"
+        elif example.get("fires", True) and not eng.evaluate(run, scan).fired:
+            message = f"rule does not fire on this example alone (set fires: false if it cannot): {example['text'][:80]!r}"
+        if message is not None:
+            if document is not None:
+                problems.append(document.problem(("examples", index, "text"), message))
+            else:
+                problems.append(
+                    Problem(rule.get("source", rule["id"]), 1, 1, f"examples[{index}]", message)
+                )
+    return problems
+
+
 def compile_rules(
     root: Path,
     *,
@@ -137,6 +170,7 @@ def compile_rules(
             problems.extend(rule_markup_problems(document))
         if run_tests:
             problems.extend(run_rule_tests(rule, root, entries, document))
+            problems.extend(run_example_tests(rule, document))
     if not loaded.files:
         problems.append(Problem(str(rules_dir or "rules"), 1, 1, "", "no rules (*.yaml) found"))
     problems.sort()

@@ -35,7 +35,7 @@ import re2
 
 from trainwreck.rules import condition as cond
 from trainwreck.rules import detectors as det
-from trainwreck.rules import regexes
+from trainwreck.rules import prefixes, regexes
 from trainwreck.rules.units import factor, to_number
 
 BLOCK = 4 << 20  # bytes read at a time
@@ -52,11 +52,6 @@ MAX_RANKS = 32_768
 MAX_RANK_DIGITS = 9  # a "rank" of ten digits or more is not a rank
 _U = re2._re2.RE2.Anchor.UNANCHORED
 
-_PREFIX = re.compile(
-    rb"^(?:(?P<host>[\w.-]+):\s)?"
-    rb"(?:\[(?:rank|default)(?P<r1>\d+)\]:\s?|\[(?P<job>\d+),(?P<r2>\d+)\]<std(?:out|err)>:\s?)"
-)
-_HOST = re.compile(rb"^(?P<host>(?:worker|node|host)[\w.-]*):\s")
 _INLINE_RANK = re.compile(
     rb"\[Rank (\d+)\]|\brank\b\s?[=:]\s?(\d+)\b|\brank (\d+)\b", re.IGNORECASE
 )
@@ -694,6 +689,12 @@ class Engine:
                     self._build_prefilter(block[: 1 << 20])
                 prefilter = self.prefilter
                 result.bytes += len(block)
+                raw_length = len(block)
+                # The paste-shape layer (prefixes.py): line numbers stay; a changed block is
+                # scanned line by line and its byte offsets are mapped back to the raw block.
+                shaped = prefixes.normalize_block(block)
+                starts = None if shaped is block else prefixes.line_starts(block)
+                block = shaped
                 if self.missing_from and part is None:
                     for hit in _SAMPLE_PREFIX.findall(block[:65536]):
                         result.admit_rank(rank_number(hit))
@@ -716,7 +717,7 @@ class Engine:
                             and candidates * 20 >= line_no - block_line
                         ):
                             only = self._only_pattern(block, line_start)
-                            if only >= 0 and self.bulk[only]:
+                            if only >= 0 and self.bulk[only] and starts is None:
                                 line_no += block.count(b"\n", counted, line_start)
                                 counted = line_start
                                 line_no, counted = self._scan_bulk(
@@ -741,7 +742,7 @@ class Engine:
                         self._line(
                             block[line_start:line_end],
                             line_no,
-                            base + line_start,
+                            base + (line_start if starts is None else starts[line_no - block_line]),
                             file_id,
                             file_rank,
                             runs,
@@ -750,7 +751,7 @@ class Engine:
                         )
                         pos = line_end + 1
                 line_no += block.count(b"\n", counted, end)
-                base += end
+                base += raw_length
             result.lines += line_no - first_line
         finally:
             if result.unranked > unranked:
@@ -1349,16 +1350,10 @@ def _feed_bulk(
 
 
 def split_prefix(raw: bytes) -> tuple[Any, bytes]:
-    """(rank, body) of a line: the launcher's rank prefix ([rank3]:, [default3]:, [1,3]<stdout>:,
-    host: ...) is removed; rank None when there is none."""
-    if raw[:1] in (b"[", b"w", b"n", b"h") or b"]:" in raw[:24]:
-        prefix = _PREFIX.match(raw)
-        if prefix:
-            return rank_number(prefix.group("r1") or prefix.group("r2")), raw[prefix.end() :]
-        host = _HOST.match(raw)
-        if host:
-            return host.group("host").decode("ascii", "replace"), raw[host.end() :]
-    return None, raw
+    """(rank, body) of a line through the shared paste-shape layer (prefixes.py): launcher, host,
+    logger and timestamp prefixes are removed; rank None when none names one."""
+    rank, body = prefixes.split_prefix(raw)
+    return (rank_number(rank) if isinstance(rank, int) else rank), body
 
 
 def _named(groups: list[tuple[str, int]], body: bytes, spans: Any) -> dict[str, Any]:

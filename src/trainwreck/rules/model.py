@@ -388,7 +388,13 @@ def validate_rule(
         "condition": data["condition"],
         "source": document.file,
         "tests": {"match": list(data["tests"]["match"]), "clean": list(data["tests"]["clean"])},
+        "examples": [dict(example) for example in data.get("examples") or []],
     }
+    for index, example in enumerate(rule["examples"]):
+        if example.get("matcher") is not None and example["matcher"] not in matchers:
+            problems.append(
+                problem(("examples", index, "matcher"), f"unknown matcher '{example['matcher']}'")
+            )
     for part in rule["boost"]:
         if part not in matchers and part not in detectors:
             problems.append(problem(("boost", part), f"unknown part '{part}'", key=True))

@@ -1,0 +1,231 @@
+"""The paste-shape layer: what every text rule sees instead of the raw line.
+
+Real logs reach `diagnose` in many shapes: launchers and loggers put prefixes in front of every
+line, terminals colour, pad and wrap them, pretty printers draw boxes around tracebacks, and people
+paste them into issue trackers that re-wrap them again. Rules are written against the message
+itself; this module turns each shape back into it, once, for all rules.
+
+Two steps, both keeping the number of lines (so evidence keeps its file:line):
+
+`normalize_block(block)`, on whole blocks of lines before any matching:
+- ANSI escape sequences (colour, cursor) are removed;
+- a CR before a line end is dropped, a lone CR (progress bars redrawing) becomes a space;
+- rich-style box tracebacks lose their borders: `│ text   │` -> `text`; a box line filled up to
+  its border continues on the next one (pretty printers wrap at word boundaries);
+- a line wrapped by a terminal at 80 or 120 columns, or inside a box, is joined with its
+  continuation; so is a message split after a trailing single space ("signal: \\nBus error.").
+  The joined text goes on the first line and the continuation line is left empty.
+
+`split_prefix(line)`, on each candidate line: removes the prefixes in front of the message and
+the right padding after it (spaces up to the terminal width) and returns the rank they name (or
+None) and the message. Prefixes may be stacked; recognised are
+torchrun `[rankN]:` / `[defaultN]:` (with an optional `host: `), Open MPI `[job,rank]<stdout>:`
+(with an optional date), SLURM `srun --label` task numbers (`3: `), `host:pid:tid [dev]` (NCCL),
+Ray and vLLM `(pid=N)` / `(Name pid=N, ip=...)`, k8s-style `worker-0: ` host prefixes, ISO and
+syslog timestamps with an optional level, dmesg `[  12.345678]` and `[Sun Feb 20 06:16:58 2022]`,
+`HH:MM:SS LEVEL`, pasted line numbers `[1234] `, markdown quotes `> ` and leading indentation.
+Time stamps stay in the raw line (the engine reads times from it).
+"""
+
+from __future__ import annotations
+
+import re
+
+WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
+_FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8) marks a box line filled up to its border
+
+_ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_BOX_CHARS = ("\u2502".encode(), "\u2503".encode(), "\u2551".encode())
+_BORDER = rb"(?:\xe2\x94\x82|\xe2\x94\x83|\xe2\x95\x91)"
+_BOX = re.compile(rb"[ \t]*" + _BORDER + rb" ?(.*?)(?P<pad>[ \t]*)" + _BORDER + rb"[ \t]*$")
+# A continuation line does not look like the start of a new record.
+_NEW_RECORD_SOURCE = (
+    rb"\s|\[|\(|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b"
+    rb"|[\w.-]+:\d+:\d+ \[\d+\]|frame #|\*{3}|={3}|-{3}|[A-Z][a-z]{2} [ \d]\d \d\d:"
+)
+_NEW_RECORD = re.compile(_NEW_RECORD_SOURCE)
+# The prefixes, grouped by the byte they start with (one small regex per group is much faster
+# than one alternation of all of them, and a line starting with a plain word tries at most one).
+_TORCHRUN = rb"\[(?:rank|default)(?P<r_torchrun>\d+)\]:\s?"
+_MPI = rb"\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:\s?"
+_ISO = (
+    rb"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    rb"(?:\s*[|:-])?\s*(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?(?:\s*[|:-])?\s*)?"
+)
+_BRACKETED = (
+    _TORCHRUN,
+    _MPI,
+    _ISO,
+    rb"\[\s*\d+\.\d+\]\s?",  # dmesg
+    rb"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?",  # dmesg -T
+    rb"\[\d+\] (?=\S)",  # a pasted line number
+)
+_NUMERIC = (
+    _ISO,
+    rb"\d\d:\d\d:\d\d(?:[.,]\d+)? +(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+",
+    rb"(?P<r_srun>\d{1,5}): (?=\S)",  # srun --label
+)
+_WORDY = (
+    rb"(?:(?P<host>[\w.-]+):\s)" + _TORCHRUN,
+    rb"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})" + _MPI,
+    rb"[\w.-]+:\d+:\d+ \[\d+\] ",  # NCCL host:pid:tid [dev]
+    rb"(?P<k8s>[\w.-]*worker[\w.-]*|(?:node|host)[\w.-]*): ",
+    rb"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:[\w.-]+ )?(?:kernel|[\w./-]+(?:\[\d+\])?): ",  # syslog
+)
+
+
+def _group(alternatives: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    return re.compile(b"|".join(b"(?:" + a + b")" for a in alternatives))
+
+
+_PREFIX_BY_START: dict[int, re.Pattern[bytes]] = {}
+for _byte in b"[":
+    _PREFIX_BY_START[_byte] = _group(_BRACKETED)
+for _byte in b"0123456789":
+    _PREFIX_BY_START[_byte] = _group(_NUMERIC)
+_PREFIX_BY_START[ord("(")] = _group((rb"\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.:a-fA-F]+)?\) ",))
+_PREFIX_BY_START[ord(">")] = _group((rb"> ",))
+_PREFIX_BY_START[ord(" ")] = _PREFIX_BY_START[ord("\t")] = _group((rb"[ \t]+",))
+_WORDY_PREFIX = _group(_WORDY)
+_MAX_PREFIXES = 8
+_MAX_RANK_DIGITS = 9  # as the engine's MAX_RANK_DIGITS
+
+
+def normalize_block(block: bytes) -> bytes:
+    """The block with terminal and pretty-printer artefacts removed; same number of lines.
+    Returns `block` itself when there is nothing to change (the common case costs a few scans)."""
+    shaped = block
+    if b"\x1b" in shaped:
+        shaped = _ANSI.sub(b"", shaped)
+    if b"\r" in shaped:
+        shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
+    if any(char in shaped for char in _BOX_CHARS):
+        shaped = _unbox(shaped)
+    if _FULL in shaped or _has_join_candidate(shaped):
+        shaped = _join_wrapped(shaped)
+    return shaped
+
+
+def _has_join_candidate(block: bytes) -> bool:
+    """Whether some line may continue on the next one: a message split after a word (exactly one
+    trailing space) or a hard wrap at a terminal width (ending in a visible character), followed
+    by a line that does not start a new record. Found with numpy over the line ends, so that
+    only blocks holding such a line pay for joining."""
+    import numpy as np
+
+    data = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10)
+    ends = ends[ends + 1 < data.size]  # a line that has a next line
+    if ends.size == 0:
+        return False
+    starts = np.concatenate(([0], np.flatnonzero(data == 10)[:-1] + 1))[: ends.size]
+    lengths = ends - starts
+    last = data[np.maximum(ends - 1, 0)]
+    before_last = data[np.maximum(ends - 2, 0)]
+    visible = (last != 32) & (last != 9)
+    wrapped = np.isin(lengths, WRAP_WIDTHS) & visible
+    split = (last == 32) & (before_last != 32) & (before_last != 9) & (lengths > 20)
+    following = data[ends + 1]
+    plausible = (following != 10) & (following != 32) & (following != 9) & (following != 91)
+    plausible &= following != 40  # '(' and '[' start records (prefixes), never continuations
+    for end in ends[(wrapped | split) & plausible].tolist():
+        if not _NEW_RECORD.match(block, end + 1):
+            return True
+    return False
+
+
+def line_starts(block: bytes) -> list[int]:
+    """Byte offset of the start of every line of `block`."""
+    import numpy as np
+
+    newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    return [0, *(newlines + 1).tolist()]
+
+
+def _unbox(block: bytes) -> bytes:
+    """Box lines lose their borders. A box line continues on the next one when the next line's
+    first word would not have fitted in the space left before the border: that is why the
+    printer wrapped there (such lines are marked for joining)."""
+    lines = block.split(b"\n")
+    boxes = [_BOX.match(line) if b"\xe2" in line else None for line in lines]
+    for index, box in enumerate(boxes):
+        if box is None:
+            continue
+        text = box.group(1)
+        following = boxes[index + 1] if index + 1 < len(boxes) else None
+        continues = False
+        if following is not None and text.strip():
+            word = following.group(1).split(b" ", 1)[0]
+            continues = bool(word) and len(word) + 2 > len(box.group("pad"))
+        lines[index] = text + (_FULL if continues else b"")
+    return b"\n".join(lines)
+
+
+def _join_wrapped(block: bytes) -> bytes:
+    """Join wrapped and split lines; the continuation lines are left empty."""
+    lines = block.split(b"\n")
+    out: list[bytes] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        joined = 0
+        while index + joined + 1 < len(lines):
+            nxt = lines[index + joined + 1]
+            how = _continues(line, nxt)
+            if how is None:
+                break
+            line = line.replace(_FULL, b"")
+            line = (line.rstrip() + b" " + nxt.lstrip()) if how == "word" else line + nxt
+            joined += 1
+        out.append(line.replace(_FULL, b"") if _FULL in line else line)
+        out.extend(b"" for _ in range(joined))
+        index += joined + 1
+    return b"\n".join(out)
+
+
+def _width(line: bytes) -> int:
+    try:
+        return len(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return len(line)
+
+
+def _continues(line: bytes, nxt: bytes) -> str | None:
+    """How `nxt` continues `line`: "word" (join with a space), "wrap" (join as is) or None."""
+    if not nxt.strip() or _NEW_RECORD.match(nxt):
+        return None
+    if line.endswith(_FULL):
+        return "word"  # pretty printers wrap at word boundaries and drop the space
+    if line.endswith(b" ") and not line.endswith(b"  ") and len(line) > 20:
+        return "word"  # a message split after a word by the program or the paste
+    if line[-1:] not in (b" ", b"\t") and _width(line) in WRAP_WIDTHS:
+        return "wrap"
+    return None
+
+
+def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
+    """(rank named by the prefixes or None, the message without them and its right padding)."""
+    rank: int | str | None = None
+    body = raw
+    for _ in range(_MAX_PREFIXES):
+        if not body:
+            break
+        pattern = _PREFIX_BY_START.get(body[0])
+        if pattern is None:
+            # A word: only host-style prefixes, which all hold a ':' early on.
+            if b":" not in body[:80]:
+                break
+            pattern = _WORDY_PREFIX
+        match = pattern.match(body)
+        if match is None or match.end() == 0:
+            break
+        if rank is None:
+            groups = match.groupdict()
+            number = groups.get("r_torchrun") or groups.get("r_mpi") or groups.get("r_srun")
+            if number is not None:
+                # ten digits or more is not a rank (and int() refuses 4300 digits and more)
+                rank = int(number) if len(number) <= _MAX_RANK_DIGITS else None
+            elif groups.get("k8s"):
+                rank = groups["k8s"].decode("ascii", "replace")
+        body = body[match.end() :]
+    return rank, body.rstrip(b" \t")

@@ -1,0 +1,74 @@
+"""`trainwreck explain LOG... RULE`: matchers to lines, near misses, series, detectors, the
+condition's names and verdict; exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trainwreck.cli import main
+from trainwreck.explain import explain
+
+ROOT = Path(__file__).resolve().parents[1]
+GC = ROOT / "tests" / "logs" / "python-gc-straggler" / "megatron-gc-stalls.log"
+
+
+def test_fired_rule_shows_lines_values_and_verdict(tmp_path):
+    log = tmp_path / "oom.log"
+    log.write_text(
+        "step 1\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1002.00 MiB. "
+        "GPU 1 has a total capacity of 8.00 GiB of which 0 bytes is free. Of the allocated memory "
+        "13.98 GiB is allocated by PyTorch, and 129.48 MiB is reserved by PyTorch but unallocated.\n"
+    )
+    data = explain([str(log)], "cuda-oom-capacity-oom", ROOT, use_installed=False)
+    assert data["fired"] is True
+    lines = data["matchers"]["oom_current"]["lines"]
+    assert [(Path(x["file"]).name, x["line"], x["rank"]) for x in lines] == [("oom.log", 2, 1)]
+    assert data["condition_names"]["oom_current"] == {"true": True, "count": 1.0}
+    assert data["condition_names"]["oom_current.unalloc"]["values"] == [129.48 * 2**20]
+    assert data["why"].startswith("rule fired")
+
+
+def test_missed_rule_shows_near_misses(tmp_path, capsys):
+    log = tmp_path / "worker.log"
+    log.write_text("RuntimeError: DataLoader worker (pid 8102) is killed by signal: Terminated.\n")
+    code = main(
+        ["explain", str(log), "dataloader-worker-killed-oom", "--root", str(ROOT), "--no-installed"]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "rule did not fire" in out and "false: killed, worker_oom" in out
+    assert f"near miss {log}:1: RuntimeError: DataLoader worker (pid 8102)" in out
+
+
+def test_series_and_detectors_are_reported(capsys):
+    code = main(
+        [
+            "explain",
+            str(GC),
+            "gc-straggler-step-time",
+            "--root",
+            str(ROOT),
+            "--no-installed",
+            "--format",
+            "json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == (0 if data["fired"] else 1)
+    assert data["series"]["step_ms"]["None"]["points"] > 100
+    assert data["detectors"]["stalls"]["fired"] is True
+    assert data["detectors"]["stalls"]["outputs"]["count"] >= 3
+    assert "stalls" in data["condition_names"]
+
+
+def test_usage_errors(tmp_path, capsys):
+    log = tmp_path / "a.log"
+    log.write_text("x\n")
+    assert main(["explain", str(log), "no-such-rule", "--root", str(ROOT), "--no-installed"]) == 2
+    assert "no rule 'no-such-rule'" in capsys.readouterr().err
+    assert (
+        main(["explain", str(tmp_path / "missing.log"), "nan-loss-value", "--root", str(ROOT)]) == 2
+    )
+    assert "no such file" in capsys.readouterr().err
+    assert main(["explain", "nan-loss-value", "--root", str(ROOT)]) == 2
