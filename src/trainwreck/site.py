@@ -1238,9 +1238,14 @@ def _messages_section(root: Path, rules: list[Rule]) -> list[str]:
     """'Messages this failure prints': the recognised lines as text, so the site search finds
     the page from a pasted error line."""
     lines: list[str] = []
+    seen: set[str] = set()
     for rule in rules:
         for line in _rule_messages(root, rule):
-            if line not in lines:
+            # One line per wording: the same message with other pids, sizes or ranks would only
+            # weigh the page's words more in the search index.
+            wording = re.sub(r"\d+", "N", line)
+            if wording not in seen:
+                seen.add(wording)
                 lines.append(line)
     if not lines:
         return []

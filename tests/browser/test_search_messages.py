@@ -40,13 +40,13 @@ QUERIES: dict[str, str] = {
     "cuda-illegal-memory-access": "CUDA error: an illegal memory access was encountered",
     "cuda-oom-capacity": "RuntimeError: CUDA error: out of memory",
     "dataloader-shm-exhausted": "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
-    "dataloader-worker-killed": "RuntimeError: DataLoader worker (pid 48213) is killed by signal: Killed.",
+    "dataloader-worker-killed": "Out of memory: Killed process 2637 (pt_data_worker)",
     "ddp-param-ready-twice": "RuntimeError: Expected to mark a variable ready only once.",
     "ddp-unused-parameters": "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.",
     "dynamo-recompile-limit": "torch._dynamo hit config.recompile_limit (8)",
     "fp16-loss-scale-collapse": "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
     "gpu-xid-fault": "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
-    "nan-loss": "RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output.",
+    "nan-loss": "RuntimeError: Function 'MulBackward0' returned nan values in its 0th output.",
     "nccl-collective-timeout": "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2410, OpType=ALLREDUCE",
     "nccl-error": "NCCL error: remote process exited or there was a network error",
     "nfs-stale-file-handle": "OSError: [Errno 116] Stale file handle",
@@ -75,7 +75,7 @@ QUERIES: dict[str, str] = {
     "collective-desync-deadlock": "RuntimeError: Detected mismatch between collectives on ranks.",
     "slurm-time-limit-preemption": "JOB 4242 ON gpu-node-17 CANCELLED AT 2025-03-01T09:00:12 DUE TO TIME LIMIT",
     "gpu-degraded-straggler": "one GPU persistently slower",
-    "fsdp-state-dict-save-hang-oom": "UserWarning: Failed to clone() tensor with name _fsdp_wrapped_module",
+    "fsdp-state-dict-save-hang-oom": "This may mean that this state_dict entry could point to invalid memory regions after returning from state_dict() call",
     "host-oom-sigkill": "traceback : Signal 9 (SIGKILL) received by PID 140293",
     "process-group-not-initialized": "ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
     "launcher-sighup": "Received Signals.SIGHUP death signal, shutting down workers",
@@ -166,7 +166,8 @@ def test_each_message_is_on_its_entry_page(served: str) -> None:
             page = reply.read().decode("utf-8")
         start = page.index("Messages this failure prints")
         block = html.unescape(re.sub(r"<[^>]+>", "", page[start : page.index("</details>", start)]))
-        assert query in block, (entry_id, query)
+        # The block shows one line per wording (numbers aside: pids, sizes, ranks).
+        assert re.sub(r"\d+", "N", query) in re.sub(r"\d+", "N", block), (entry_id, query)
 
 
 def test_a_pasted_message_finds_its_entry_first(browser: Browser, served: str) -> None:
