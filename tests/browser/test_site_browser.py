@@ -190,11 +190,15 @@ def test_dark_palette(browser: Browser, served: str) -> None:
         # The HTML starts with the light scheme; the theme's script switches to the one the
         # visitor's system prefers.
         assert browser.wait_for("document.body.getAttribute('data-md-color-scheme') === 'slate'")
-        background = browser.evaluate("getComputedStyle(document.body).backgroundColor")
-        red, green, blue = (
-            int(v) for v in background[background.index("(") + 1 : -1].split(",")[:3]
+        # The theme fades the background between schemes: on a loaded machine a single read can
+        # land mid-fade, so wait until the page settles on a dark background (or time out).
+        channels = (
+            "getComputedStyle(document.body).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number)"
         )
-        assert red + green + blue < 200, background  # a dark background
+        red, green, blue = browser.wait_for(
+            f"(c => c[0] + c[1] + c[2] < 200 ? c : null)({channels})"
+        )
+        assert red + green + blue < 200  # a dark background
         time.sleep(0.5)
         browser.screenshot(ARTIFACTS / "entry-dark.png", full_page=False)
     finally:
