@@ -186,10 +186,18 @@ def test_dark_palette(browser: Browser, served: str) -> None:
         page = f"{served}/entries/demo-straggler/"
         browser.open(page)
         browser.evaluate("localStorage.clear(), sessionStorage.clear(), true")
+        # The preference again, right before the new visit (a loaded CI machine once showed the
+        # page still light after 20 s), and a longer wait: the scheme must still switch.
+        browser.call(
+            "Emulation.setEmulatedMedia",
+            features=[{"name": "prefers-color-scheme", "value": "dark"}],
+        )
         browser.open(f"{page}?visitor=new")
         # The HTML starts with the light scheme; the theme's script switches to the one the
         # visitor's system prefers.
-        assert browser.wait_for("document.body.getAttribute('data-md-color-scheme') === 'slate'")
+        assert browser.wait_for(
+            "document.body.getAttribute('data-md-color-scheme') === 'slate'", timeout=60
+        )
         # The theme fades the background between schemes: on a loaded machine a single read can
         # land mid-fade, so wait until the page settles on a dark background (or time out).
         channels = (
