@@ -110,7 +110,8 @@ def test_failure_reports_notebook_cell_and_error(
         "bad",
         [
             "stall_ms = 12.5",
-            "# measure the stall\nassert stall_ms > 100, f'stall only {stall_ms} ms'",
+            "# measure the stall\nfor step in range(30):\n    print(f'step {step}')\n"
+            "assert stall_ms > 100, f'stall only {stall_ms} ms'",
             "print('never reached')",
         ],
     )
@@ -122,6 +123,8 @@ def test_failure_reports_notebook_cell_and_error(
     assert "# measure the stall" in err
     assert "AssertionError: stall only 12.5 ms" in err
     assert "Traceback" not in err
+    # the last lines the failed cell printed come with the failure, not the first ones
+    assert "    > step 29" in err and "    > step 18" in err and "step 17" not in err
     record = by_id(json.loads((tmp_path / "build/manifest.json").read_text()))["bad"]
     assert record["status"] == "failed"
     assert record["error"]["cell"] == 3

@@ -649,6 +649,15 @@ def _first_lines(source: str, n: int = 3) -> str:
     return text + ("\n..." if len(lines) > n else "")
 
 
+def _printed_tail(cell: Any, n: int = 12) -> str:
+    """The last lines a failed cell printed: a bare assertion says little without them, and a CI
+    log is often all there is of a failure that does not happen again."""
+    text = "".join(
+        str(out.get("text", "")) for out in cell.get("outputs", []) if out.get("output_type") == "stream"
+    )
+    return "\n".join(text.rstrip("\n").splitlines()[-n:])
+
+
 def _prepare(nb: Any, params: dict[str, Any]) -> tuple[Any, list[int]]:
     """Insert the injected-parameters cell; returns the notebook and, for each cell of it, the
     index of that cell in the source notebook (-1 for the injected one)."""
@@ -774,6 +783,9 @@ async def _execute(
             except CellExecutionError as exc:
                 message = f"{exc.ename}: {exc.evalue}" if exc.ename else str(exc)
                 error = {"cell": src_index, "source": cell.source, "message": message}
+                printed = _printed_tail(cell)
+                if printed:
+                    error["output"] = printed
                 break
             except DeadKernelError:
                 kernel_busy = True
@@ -1294,6 +1306,9 @@ def format_failure(record: Record) -> str:
         source = _first_lines(error.get("source", ""))
         lines.extend("    | " + line for line in source.splitlines())
     lines.append(f"  {error.get('message', 'unknown error')}")
+    if error.get("output"):
+        lines.append("  the cell printed (last lines):")
+        lines.extend("    > " + line for line in str(error["output"]).splitlines())
     return "\n".join(lines)
 
 
