@@ -18,17 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # in their descriptions, and recording them as examples is still to do. Nothing else may lack
 # examples, and this list may only shrink (a rule that gains examples must leave it).
 PENDING_EXAMPLES = {
-    "autograd-inplace-modified",
-    "checkpoint-recompute-mismatch",
-    "collective-desync-deadlock-gloo-size",
-    "collective-desync-deadlock-mismatch",
-    "dataloader-copy-on-read-leak",
-    "dataloader-fd-exhausted",
-    "dataloader-worker-segfault",
-    "dynamo-graph-breaks",
-    "fp16-unscale-fp16-grads",
-    "fsdp-checkpoint-load-mismatch",
-    "fsdp-flat-param-uniformity",
     "fsdp-state-dict-save-hang-oom-gather",
     "gpu-degraded-straggler-slow-rank",
     "grad-ckpt-no-grad-inputs",
