@@ -18,13 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # in their descriptions, and recording them as examples is still to do. Nothing else may lack
 # examples, and this list may only shrink (a rule that gains examples must leave it).
 PENDING_EXAMPLES = {
-    "fsdp-state-dict-save-hang-oom-gather",
-    "gpu-degraded-straggler-slow-rank",
-    "grad-ckpt-no-grad-inputs",
-    "host-oom-sigkill",
-    "launcher-sighup",
-    "loss-spike",
-    "lr-scheduler-resume-reset",
     "optimizer-state-resume-mismatch",
     "process-group-not-initialized",
     "rendezvous-connect-timeout",
