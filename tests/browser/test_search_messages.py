@@ -80,6 +80,8 @@ QUERIES: dict[str, str] = {
     "process-group-not-initialized": "ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
     "launcher-sighup": "Received Signals.SIGHUP death signal, shutting down workers",
     "rendezvous-connect-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after 60000ms while trying to connect to (10.20.0.4, 29400).",
+    "resume-data-skip": "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
+    "resume-divergence": "loss jumps right after resuming from a checkpoint",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
@@ -89,6 +91,7 @@ NO_MESSAGE = {
     "loss-spike",
     "dataloader-copy-on-read-leak",
     "gpu-degraded-straggler",
+    "resume-divergence",
 }
 
 
