@@ -82,6 +82,7 @@ QUERIES: dict[str, str] = {
     "rendezvous-connect-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after 60000ms while trying to connect to (10.20.0.4, 29400).",
     "resume-data-skip": "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
     "resume-divergence": "loss jumps right after resuming from a checkpoint",
+    "grad-accum-loss-normalization": "gradient accumulation normalises the loss wrongly",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
@@ -92,6 +93,7 @@ NO_MESSAGE = {
     "dataloader-copy-on-read-leak",
     "gpu-degraded-straggler",
     "resume-divergence",
+    "grad-accum-loss-normalization",
 }
 
 
