@@ -83,6 +83,7 @@ QUERIES: dict[str, str] = {
     "resume-data-skip": "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
     "resume-divergence": "loss jumps right after resuming from a checkpoint",
     "grad-accum-loss-normalization": "gradient accumulation normalises the loss wrongly",
+    "flash-attn-abi-mismatch": "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
