@@ -84,6 +84,7 @@ QUERIES: dict[str, str] = {
     "resume-divergence": "loss jumps right after resuming from a checkpoint",
     "grad-accum-loss-normalization": "gradient accumulation normalises the loss wrongly",
     "flash-attn-abi-mismatch": "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+    "cuda-extension-build-failure": "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
