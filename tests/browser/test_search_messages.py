@@ -87,6 +87,7 @@ QUERIES: dict[str, str] = {
     "cuda-extension-build-failure": "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
     "inductor-backend-compile-failed": "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')",
     "device-mismatch": "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+    "cuda-fork-reinit": "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
