@@ -49,6 +49,7 @@ QUERIES: dict[str, str] = {
     "nan-loss": "RuntimeError: Function 'MulBackward0' returned nan values in its 0th output.",
     "nccl-collective-timeout": "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2410, OpType=ALLREDUCE",
     "nccl-error": "NCCL error: remote process exited or there was a network error",
+    "rank-device-mapping": "CUDA error: invalid device ordinal",
     "nfs-stale-file-handle": "OSError: [Errno 116] Stale file handle",
     "python-gc-straggler": "garbage collection pauses",
     # " -98" is query syntax to lunr ("must not contain 98"): docs/javascripts/search-paste.js
