@@ -50,6 +50,7 @@ QUERIES: dict[str, str] = {
     "nccl-collective-timeout": "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2410, OpType=ALLREDUCE",
     "nccl-error": "NCCL error: remote process exited or there was a network error",
     "rank-device-mapping": "CUDA error: invalid device ordinal",
+    "nccl-shm-exhausted": "Error while creating shared memory segment /dev/shm/nccl-",
     "nfs-stale-file-handle": "OSError: [Errno 116] Stale file handle",
     "python-gc-straggler": "garbage collection pauses",
     # " -98" is query syntax to lunr ("must not contain 98"): docs/javascripts/search-paste.js
