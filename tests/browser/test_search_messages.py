@@ -52,6 +52,7 @@ QUERIES: dict[str, str] = {
     "rank-device-mapping": "CUDA error: invalid device ordinal",
     "nccl-shm-exhausted": "Error while creating shared memory segment /dev/shm/nccl-",
     "nccl-ib-completion-error": "NET/IB : Got completion from peer 10.42.8.11<50213> with status=12",
+    "nccl-net-transport-misconfig": "Bootstrap : no socket interface found",
     "nfs-stale-file-handle": "OSError: [Errno 116] Stale file handle",
     "python-gc-straggler": "garbage collection pauses",
     # " -98" is query syntax to lunr ("must not contain 98"): docs/javascripts/search-paste.js
