@@ -53,6 +53,7 @@ QUERIES: dict[str, str] = {
     "nccl-shm-exhausted": "Error while creating shared memory segment /dev/shm/nccl-",
     "nccl-ib-completion-error": "NET/IB : Got completion from peer 10.42.8.11<50213> with status=12",
     "nccl-net-transport-misconfig": "Bootstrap : no socket interface found",
+    "nccl-p2p-hang": "P2P is disabled between NVLINK connected GPUs",
     "nfs-stale-file-handle": "OSError: [Errno 116] Stale file handle",
     "python-gc-straggler": "garbage collection pauses",
     # " -98" is query syntax to lunr ("must not contain 98"): docs/javascripts/search-paste.js
