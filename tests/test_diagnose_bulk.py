@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from trainwreck.rules import engine as eng
+from trainwreck.rules import parallel, reading, scanning
 from trainwreck.rules.bundle import compile_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,13 +85,13 @@ def scan(rules: list[dict[str, Any]], paths: list[Path], *, fast: bool) -> dict[
 
 @pytest.fixture
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(eng, "BLOCK", 64 << 10)
+    monkeypatch.setattr(reading, "BLOCK", 64 << 10)
 
 
 def shortcuts(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     """Shortcuts from the first candidate line of every block, or never."""
     for name in ("BLOCK_SET_AFTER", "BLOCK_SET_EARLY"):
-        monkeypatch.setattr(eng, name, 1 if on else 1 << 60)
+        monkeypatch.setattr(scanning, name, 1 if on else 1 << 60)
 
 
 def both(
@@ -240,7 +241,7 @@ def test_one_file_in_parts_scans_alike(rules, monkeypatch, small_blocks, tmp_pat
         for at in range(200, len(text), 450):
             text[at] = text[at] + SUMMARY.format(gpu=at % 8, ooms=1, retries=at, nonrel=at)
         log.write_text("".join(text))
-    monkeypatch.setattr(eng, "SPLIT_MIN_BYTES", log.stat().st_size // 4)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", log.stat().st_size // 4)
     cut: list[Any] = []
     original = eng.Engine._plan_parts
 

@@ -19,6 +19,7 @@ from test_compile_cli import make_repo
 from trainwreck import diagnose as dg
 from trainwreck.cli import main
 from trainwreck.rules import engine as eng
+from trainwreck.rules import reading, state
 from trainwreck.rules.bundle import RuleSet, resolve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,7 +200,7 @@ def test_distinct_ranks_are_capped_and_the_cap_is_reported(
 ) -> None:
     # the real cap is 32,768 ranks (benchmarks/bench_hostile.py measures 10^6 of them); a lower
     # one keeps this test fast
-    monkeypatch.setattr(eng, "MAX_RANKS", 1000)
+    monkeypatch.setattr(state, "MAX_RANKS", 1000)
     demo = resolve(make_repo(tmp_path / "repo"), None, use_installed=False)  # one rule: fast
     path = tmp_path / "many.log"
     with open(path, "w") as handle:
@@ -229,7 +230,7 @@ def test_an_unreadable_file_alone_exits_3(
             raise PermissionError(13, "Permission denied", str(file))
         return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(eng, "open", denied, raising=False)
+    monkeypatch.setattr(reading, "open", denied, raising=False)
     code = cli(str(path))
     out = capsys.readouterr()
     assert code == dg.EXIT_NOTHING_READ == 3

@@ -1,0 +1,147 @@
+"""Captured values: a matcher's units applied to its named captures, per line or per column.
+
+A matcher's plan says how each capture converts: (capture, factor or None, unit capture or None,
+default unit); factor 0.0 marks a string capture (kept as text), None an unknown unit (NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from trainwreck.rules.units import factor, to_number
+
+Plan = tuple[tuple[str, "float | None", "str | None", Any], ...]
+
+
+def plan_of(values: dict[str, Any]) -> Plan:
+    """The conversion plan of a matcher's `values` (capture -> unit or {unit_capture, default})."""
+    plan: list[tuple[str, float | None, str | None, Any]] = []
+    for capture, unit in values.items():
+        if isinstance(unit, dict):
+            plan.append((capture, None, unit["unit_capture"], unit.get("default")))
+        else:
+            plan.append((capture, unit_factor(unit), None, None))
+    return tuple(plan)
+
+
+def convert(plan: Plan, caps: dict[str, Any]) -> dict[str, Any]:
+    """Apply a matcher's units to its captures in place: numbers times their unit's factor,
+    NaN for an unknown unit, text for 'string'. Returns `caps`."""
+    for capture, factor_, unit_capture, default in plan:
+        raw = caps.get(capture)
+        if raw is None:
+            continue
+        if unit_capture is not None:
+            unit_text = caps.get(unit_capture) or default
+            factor_ = unit_factor_cached(unit_text) if unit_text else None
+        if factor_ is None:
+            caps[capture] = math.nan
+            continue
+        if factor_ == 0.0:  # "string"
+            continue
+        caps[capture] = number(raw) * factor_
+    return caps
+
+
+_UNIT_FACTORS: dict[Any, float | None] = {}
+
+
+def unit_factor_cached(unit: Any) -> float | None:
+    try:
+        return _UNIT_FACTORS[unit]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable default
+        return unit_factor(unit)
+    found = unit_factor(unit)
+    if len(_UNIT_FACTORS) < 4096:
+        _UNIT_FACTORS[unit] = found
+    return found
+
+
+def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[str, list[Any]]:
+    """convert over columns of captures (one list per capture, None where it did not take
+    part); entries apply in order, as they do per line."""
+    for capture, factor_, unit_capture, default in plan:
+        values = columns.get(capture)
+        if values is None:
+            continue
+        if unit_capture is not None:
+            units = columns.get(unit_capture) or [None] * n
+            out: list[Any] = []
+            for value, unit in zip(values, units, strict=True):
+                if value is None:
+                    out.append(None)
+                    continue
+                unit_text = unit or default
+                found = unit_factor_cached(unit_text) if unit_text else None
+                if found is None:
+                    out.append(math.nan)
+                elif found == 0.0:
+                    out.append(value)
+                else:
+                    out.append(number(value) * found)
+            columns[capture] = out
+        elif factor_ is None:
+            columns[capture] = [None if v is None else math.nan for v in values]
+        elif factor_ != 0.0:  # 0.0: "string", kept as text
+            try:
+                columns[capture] = [float(v) * factor_ for v in values]
+            except (TypeError, ValueError):  # None, 1,234 and the like: one by one
+                columns[capture] = [None if v is None else number(v) * factor_ for v in values]
+    return columns
+
+
+def column_numbers(columns: dict[str, list[Any]], name: str, n: int) -> np.ndarray:
+    """A capture column as floats (number of each value; NaN where it is missing), computed
+    once per batch and plan."""
+    key = "\0numbers\0" + name
+    found = columns.get(key)
+    if found is None:
+        values = columns.get(name)
+        if values is None:
+            found = [math.nan] * n
+        else:
+            try:
+                found = [v if v.__class__ is float else float(v) for v in values]
+            except (TypeError, ValueError):
+                found = [number(v) for v in values]
+        columns[key] = found
+    return np.asarray(found, dtype=np.float64)
+
+
+def named(groups: list[tuple[str, int]], body: bytes, spans: Any) -> dict[str, Any]:
+    """Named captures from RE2 spans, decoded leniently (groups that did not take part are left
+    out)."""
+    caps: dict[str, Any] = {}
+    for name, group in groups:
+        start, stop = spans[group]
+        if start >= 0:
+            caps[name] = body[start:stop].decode("utf-8", "replace")
+    return caps
+
+
+def number(value: Any) -> float:
+    """A capture as a float; NaN when it is missing, not a number, or too large for a float (a
+    bad value skips that value, never the run)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, float):
+        return value
+    try:
+        found = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return to_number(value)
+    if math.isinf(found):
+        return to_number(value)  # the word inf, or an overflow
+    return found
+
+
+def unit_factor(unit: Any) -> float | None:
+    """Multiplier to the base unit (0.0 marks 'string'); None for an unknown unit."""
+    if unit == "string":
+        return 0.0
+    return factor(str(unit))

@@ -1,0 +1,242 @@
+"""Evaluating a rule after the scan: its detectors over the series (in dependency order), its
+condition, confidence and boosts, the evidence it reports, its ranks and the initiating rank."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainwreck.rules import condition as cond
+from trainwreck.rules import detectors as det
+from trainwreck.rules.reading import evidence_text, is_path, read_line_at
+from trainwreck.rules.state import (
+    MAX_EVIDENCE_PER_MATCHER,
+    MAX_ROWS,
+    MAX_SERIES_POINTS,
+    Evidence,
+    MatcherState,
+    RuleRun,
+    ScanResult,
+)
+from trainwreck.rules.units import to_number
+
+
+@dataclass
+class RuleOutcome:
+    rule: dict[str, Any]
+    fired: bool
+    confidence: float
+    boosts: dict[str, float]
+    detectors: dict[str, det.DetectorResult]
+    evidence: list[Evidence]
+    ranks: list[Any]
+    initiating_rank: Any
+    first_key: tuple[float, int, int]
+    notes: list[str]
+    error: str | None = None
+
+
+class _Context:
+    def __init__(self, run: RuleRun, results: dict[str, det.DetectorResult]):
+        self.run = run
+        self.results = results
+
+    def truth(self, name: str) -> bool:
+        if name in self.run.matchers:
+            return self.run.matchers[name].count > 0
+        return self.results[name].fired
+
+    def count(self, name: str) -> float:
+        if name in self.run.matchers:
+            return float(self.run.matchers[name].count)
+        return float(self.results[name].outputs.get("count", 0.0))
+
+    def numbers(self, part: str, field_name: str) -> np.ndarray | float:
+        if part in self.run.matchers:
+            column = self.run.matchers[part].columns.get(field_name, [])
+            return np.asarray([to_number(v) for v in column], dtype=float)
+        return float(self.results[part].outputs.get(field_name, math.nan))
+
+    def strings(self, part: str, field_name: str) -> list[str]:
+        column = (
+            self.run.matchers[part].columns.get(field_name, []) if part in self.run.matchers else []
+        )
+        return ["" if v is None else str(v) for v in column]
+
+
+def matcher_events(state: MatcherState) -> det.EventTable:
+    events = state.events or []
+    return det.EventTable(
+        [e[0] for e in events],
+        np.asarray([e[1] for e in events], dtype=float),
+        np.asarray([e[2] for e in events], dtype=float),
+        np.asarray([e[3] for e in events], dtype=np.int64),
+        np.asarray([e[4] for e in events], dtype=np.int64),
+        np.asarray([e[5] for e in events], dtype=np.int64),
+    )
+
+
+def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
+    rule = run.rule
+    results: dict[str, det.DetectorResult] = {}
+    notes: list[str] = []
+    cooccur_hits: dict[str, tuple[det.EventTable, np.ndarray]] = {}
+    for name in rule["detector_order"]:
+        spec = rule["detectors"][name]
+        kind = spec["kind"]
+        if kind == "cooccur":
+            tables = []
+            for role in ("a", "b"):
+                part = spec[role]
+                if part in run.matchers:
+                    tables.append(matcher_events(run.matchers[part]))
+                else:
+                    tables.append(det.events_table(results[part].events))
+            result, hits = det.cooccur(tables[0], tables[1], spec)
+            cooccur_hits[name] = (tables[0], hits)
+        else:
+            buffers = run.series.get(spec["series"], {})
+            series = {rank: buffer.points() for rank, buffer in buffers.items()}
+            if kind == "correlation":
+                other = {rank: b.points() for rank, b in run.series.get(spec["with"], {}).items()}
+                result = det.correlation(series, other, spec)
+            else:
+                result = getattr(det, kind)(series, spec)
+            if any(b.truncated for b in buffers.values()):
+                notes.append(
+                    f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"
+                )
+        results[name] = result
+    context = _Context(run, results)
+    fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
+    boosts: dict[str, float] = {}
+    for part, amount in rule["boost"].items():
+        if context.truth(part):
+            boosts[part] = amount
+    confidence = min(0.99, max(0.01, rule["confidence"] + sum(boosts.values())))
+    evidence: list[Evidence] = []
+    ranks: set[Any] = set()
+    first_key = (math.inf, 1 << 30, 1 << 30)
+    if fired:
+        for part in rule["report"]["evidence"]:
+            if part in run.matchers:
+                state = run.matchers[part]
+                evidence.extend(state.evidence)
+                ranks.update(state.rank_counts)
+                for key in state.first.values():
+                    first_key = min(first_key, order_key(key))
+            elif part in results:
+                result = results[part]
+                if not result.fired and part not in rule["report"]["evidence"][:1]:
+                    continue
+                ranks.update(result.ranks)
+                if part in cooccur_hits:
+                    table, hits = cooccur_hits[part]
+                    for i in np.flatnonzero(hits)[:MAX_EVIDENCE_PER_MATCHER]:
+                        evidence.append(
+                            Evidence(
+                                int(table.file[i]),
+                                int(table.line[i]),
+                                "",
+                                table.rank[i],
+                                float(table.t[i]),
+                                part,
+                                int(table.offset[i]),
+                            )
+                        )
+                for event in result.events[:MAX_EVIDENCE_PER_MATCHER]:
+                    evidence.append(
+                        Evidence(
+                            event.file, event.line, "", event.rank, event.t, part, event.offset
+                        )
+                    )
+                    first_key = min(first_key, order_key((event.t, event.file, event.line)))
+                if result.note:
+                    notes.append(f"{part}: {result.note}")
+        for part, state in run.matchers.items():
+            if state.truncated and part in rule["report"]["evidence"]:
+                notes.append(
+                    f"matcher '{part}' matched more than {MAX_ROWS:,} lines; later values were not compared"
+                )
+    ranks.discard(None)
+    initiating = initiating_rank(rule, run, results, scan) if fired else None
+    return RuleOutcome(
+        rule,
+        fired,
+        confidence,
+        boosts,
+        results,
+        evidence,
+        sorted(ranks, key=det.rank_sort_key),
+        initiating,
+        first_key,
+        notes,
+    )
+
+
+def order_key(key: tuple[float, int, int]) -> tuple[float, int, int]:
+    t, file_id, line = key
+    return (t if math.isfinite(t) else math.inf, file_id, line)
+
+
+def earliest_rank(firsts: dict[Any, tuple[float, int, int]]) -> Any:
+    """Rank of the earliest line: by timestamp when they exist, else by line order when all in one
+    file; None when the order cannot be told."""
+    known = {rank: key for rank, key in firsts.items() if rank is not None}
+    if not known:
+        return None
+    if len(known) == 1:
+        return next(iter(known))
+    timed = {rank: key for rank, key in known.items() if math.isfinite(key[0])}
+    if len(timed) == len(known):
+        return min(timed, key=lambda r: (timed[r][0], timed[r][1], timed[r][2]))
+    files = {key[1] for key in known.values()}
+    if len(files) == 1:
+        return min(known, key=lambda r: known[r][2])
+    return None
+
+
+def initiating_rank(
+    rule: dict[str, Any], run: RuleRun, results: dict[str, det.DetectorResult], scan: ScanResult
+) -> Any:
+    how = rule["report"]["initiating_rank"]
+    if how == "none":
+        return None
+    if how == "first":
+        firsts: dict[Any, tuple[float, int, int]] = {}
+        for part in rule["report"]["evidence"]:
+            if part in run.matchers:
+                for rank, key in run.matchers[part].first.items():
+                    if rank not in firsts or order_key(key) < order_key(firsts[rank]):
+                        firsts[rank] = key
+        return earliest_rank(firsts)
+    ((kind, part),) = how.items()
+    if kind == "matcher":
+        return earliest_rank(run.matchers[part].first)
+    if kind == "detector":
+        return results[part].rank if results[part].fired else None
+    reporting = {r for r in run.matchers[part].rank_counts if r is not None}
+    seen = {r for r in scan.ranks_seen if isinstance(r, int)}
+    missing = sorted(seen - reporting)
+    if reporting and len(missing) >= 1:
+        return missing[0] if len(missing) == 1 else missing
+    return None
+
+
+def fill_evidence_text(outcomes: list[RuleOutcome], sources: dict[int, Any]) -> None:
+    """Read the text of evidence lines known only by position (detector events): seek to the
+    recorded byte offset (gzip streams seek by decompressing, bounded by the offset)."""
+    for outcome in outcomes:
+        for item in outcome.evidence:
+            if item.text or item.offset < 0:
+                continue
+            source = sources.get(item.file)
+            if not is_path(source):
+                continue
+            line = read_line_at(source, item.offset)
+            if line is None:
+                continue
+            item.text = evidence_text(line.split(b"\r", 1)[0])  # a lone CR ended the line

@@ -1,0 +1,109 @@
+"""What a log line says about itself: its rank (prefix, inline words, file name) and its time.
+
+The paste-shape layer (prefixes.py) removes launcher, host, logger and timestamp prefixes; this
+module turns what they name into ranks, and reads ISO and glog timestamps into Unix time.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from trainwreck.rules import prefixes
+
+MAX_RANK_DIGITS = 9  # a "rank" of ten digits or more is not a rank
+
+INLINE_RANK = re.compile(rb"\[Rank (\d+)\]|\brank\b\s?[=:]\s?(\d+)\b|\brank (\d+)\b", re.IGNORECASE)
+_ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_GLOG = re.compile(rb"(?:^|[\[\s])[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)")
+_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.IGNORECASE)
+_FILE_NUMBER = re.compile(r"^(\d+)\.(?:log|txt|out|err|jsonl)$")
+_NODE = re.compile(r"^(?:node|host|worker)[_-]?\d+$", re.IGNORECASE)
+SAMPLE_PREFIX = re.compile(rb"(?m)^(?:[\w.-]+: )?\[(?:rank|default)(\d+)\]:")
+GLOG_YEAR = 2000  # glog lines carry no year; timestamps are only compared with each other
+_MINUTES: dict[tuple[bytes, ...], float] = {}  # Unix time of each minute seen (see _iso_time)
+
+
+def split_prefix(raw: bytes) -> tuple[Any, bytes]:
+    """(rank, body) of a line through the shared paste-shape layer (prefixes.py): launcher, host,
+    logger and timestamp prefixes are removed; rank None when none names one."""
+    rank, body = prefixes.split_prefix(raw)
+    return (rank_number(rank) if isinstance(rank, int) else rank), body
+
+
+def rank_number(value: Any) -> int | None:
+    """A rank from its digits (bytes, text or an int); None when it is not a plausible rank
+    (more than MAX_RANK_DIGITS digits: int() would refuse 4300 and more)."""
+    if isinstance(value, int):
+        return value if 0 <= value < 10**MAX_RANK_DIGITS else None
+    if len(value) > MAX_RANK_DIGITS:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _iso_time(groups: tuple[bytes, ...]) -> float:
+    y, mo, d, h, mi, s, frac = groups
+    # Lines of one run share their minute: timegm runs once per minute seen. It is exact, as
+    # timegm is integer arithmetic over the fields (seconds only add).
+    key = (y, mo, d, h, mi)
+    minute = _MINUTES.get(key)
+    if minute is None:
+        try:
+            minute = float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), 0)))
+        except (ValueError, OverflowError):
+            minute = math.nan
+        if len(_MINUTES) >= 100_000:
+            _MINUTES.clear()
+        _MINUTES[key] = minute
+    if minute != minute:
+        return math.nan
+    return minute + int(s) + (float(b"0." + frac) if frac else 0.0)
+
+
+def parse_time(text: bytes | str) -> float:
+    """Unix time of the first ISO or glog timestamp in a line (NaN when there is none)."""
+    if isinstance(text, str):
+        text = text.encode("utf-8", "replace")
+    found = _ISO.search(text, 0, 200)
+    if found:
+        return _iso_time(found.groups())
+    found = _GLOG.search(text, 0, 200)
+    if found:
+        mo, d, h, mi, s, frac = found.groups()
+        try:
+            base = calendar.timegm((GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s)))
+        except (ValueError, OverflowError):
+            return math.nan
+        return base + float(b"0." + frac)
+    return math.nan
+
+
+def rank_from_path(display: str) -> Any:
+    """Rank from a file name (rank_3.log, rank3.log, probe-rank3.jsonl, 3.log), else a node
+    label from a folder (node-2/...), else None."""
+    parts = Path(display.replace("\\", "/")).parts
+    if not parts:
+        return None
+    name = parts[-1]
+    for suffix in (".gz",):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    found = _FILE_RANK.search(name)
+    if found:
+        return int(found.group(1))
+    found = _FILE_NUMBER.match(name)
+    if found and len(parts) > 1:
+        return int(found.group(1))
+    for folder in reversed(parts[:-1]):
+        if _NODE.match(folder):
+            return folder
+        found = _FILE_RANK.search(folder)
+        if found:
+            return int(found.group(1))
+    return None

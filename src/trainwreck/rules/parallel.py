@@ -1,0 +1,269 @@
+"""Scanning large files in parallel: one forked process per file, or per part of one large
+plain file, each scanning as a serial scan would; their states are merged in input order."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import re2
+
+from trainwreck.rules import regexes
+from trainwreck.rules.evaluation import order_key
+from trainwreck.rules.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
+from trainwreck.rules.reading import read_blocks
+from trainwreck.rules.state import (
+    MAX_EVIDENCE_PER_MATCHER,
+    MAX_ROWS,
+    MatcherState,
+    ScanResult,
+    SeriesBuffer,
+    Skipped,
+)
+
+if TYPE_CHECKING:
+    from trainwreck.rules.scanning import Engine
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this, process start-up costs more than it saves
+SPLIT_MIN_BYTES = 64 << 20  # a plain file this large may be scanned in parts
+_U = re2._re2.RE2.Anchor.UNANCHORED
+# The engine of a parallel scan, inherited by the forked workers (compiled RE2 objects do not
+# pickle).
+_WORKER_ENGINE: Engine | None = None
+
+
+def workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
+    """How many processes: one per file up to the CPU count, only for plain files, and (when
+    automatic) only when there is enough input to repay starting them."""
+    if jobs == 1 or not inputs or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    sources = [source for _, source in inputs]
+    if any(not isinstance(s, (str, Path)) or str(s) == "-" for s in sources):
+        return 1
+    try:
+        sizes = [os.path.getsize(s) for s in sources]
+    except OSError:
+        return 1
+    if jobs is None and sum(sizes) < PARALLEL_MIN_BYTES:
+        return 1
+    # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see _plan_parts).
+    tasks = sum(max(1, size // SPLIT_MIN_BYTES) for size in sizes)
+    cpus = os.cpu_count() or 1
+    return max(1, min(jobs or cpus, cpus if jobs is None else jobs, tasks))
+
+
+def scan_parallel(
+    engine: Engine, inputs: list[tuple[str, Any]], workers: int, result: ScanResult
+) -> None:
+    global _WORKER_ENGINE
+    _WORKER_ENGINE = engine
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        tasks: list[tuple[str, list[Any]]] = []
+        for file_id, (display, source) in enumerate(inputs):
+            parts = engine._plan_parts(source, display, workers) if len(inputs) < workers else None
+            if parts is None:
+                tasks.append((display, [pool.submit(_scan_one, file_id, display, source)]))
+                continue
+            ranks, ranges = parts
+            for hit in ranks:
+                result.admit_rank(rank_number(hit))
+            tasks.append(
+                (
+                    display,
+                    [
+                        pool.submit(_scan_one, file_id, display, source, start, end, line)
+                        for start, end, line in ranges
+                    ],
+                )
+            )
+        for display, futures in tasks:
+            result.files.append(display)
+            for index, future in enumerate(futures):
+                try:
+                    part = future.result()
+                except Exception as exc:  # a worker killed (out of memory) or failing
+                    what = "could not be scanned" if len(futures) == 1 else "was cut short"
+                    result.skipped.append(Skipped(display, f"{what} ({exc!r}); skipped"))
+                    break
+                merge(result, part, continues=index > 0)
+    _WORKER_ENGINE = None
+
+
+def plan_parts(
+    engine: Engine, source: Any, display: str, workers: int
+) -> tuple[list[bytes], list[tuple[int, int, int]]] | None:
+    """Where to cut one plain file into parts that scan alike in separate processes:
+    (ranks a serial scan samples from its blocks, [(start, end, first line number)]), or None
+    to scan it whole. Parts start where a serial scan starts a block, never where a block
+    matcher (start ... end) could be open; a file whose reading is irregular (binary, cut
+    lines, read errors) is not split."""
+    try:
+        size = os.path.getsize(source)
+    except OSError:
+        return None
+    count = min(workers, size // SPLIT_MIN_BYTES)
+    if count < 2:
+        return None
+    try:
+        with open(source, "rb") as handle:
+            if handle.read(2) == b"\x1f\x8b":
+                return None  # gzip is read from its start
+    except OSError:
+        return None
+    scratch = ScanResult([], [], [], set(), 0, 0)
+    starts: list[tuple[int, int]] = []  # (offset, line number) of each serial block
+    ranks: list[bytes] = []  # sampled as a serial scan samples them, admitted in that order
+    offset, line = 0, 1
+    try:
+        with open(source, "rb") as handle:
+            for block in read_blocks(handle, display, scratch.skipped):
+                starts.append((offset, line))
+                if engine.missing_from:
+                    ranks.extend(SAMPLE_PREFIX.findall(block[:65536]))
+                offset += len(block)
+                line += block.count(b"\n")
+    except OSError:
+        return None
+    if scratch.skipped or offset != size:
+        return None
+    cuts: list[tuple[int, int]] = []
+    wanted = 1
+    for start, number in starts[1:]:
+        if start >= wanted * size // count and no_open_block(engine, source, start):
+            cuts.append((start, number))
+            wanted += 1
+            if wanted == count:
+                break
+    if not cuts:
+        return None
+    ranges = []
+    previous = (0, 1)
+    for cut in [*cuts, (size, 0)]:
+        ranges.append((previous[0], cut[0], previous[1]))
+        previous = cut
+    return ranks, ranges
+
+
+def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
+    """Whether no block matcher can be open at `offset` (a line start): no line among the
+    max_lines before it can start one (by the start patterns' prefilters)."""
+    starts = [
+        (spec["start"], spec["max_lines"])
+        for rule in engine.rules
+        for spec in rule["matchers"].values()
+        if spec["kind"] == "block"
+    ]
+    if not starts:
+        return True
+    lines = max(limit for _, limit in starts)
+    window = min(offset, 4 << 20)
+    try:
+        with open(source, "rb") as handle:
+            handle.seek(offset - window)
+            data = handle.read(window)
+    except OSError:
+        return False
+    if data.count(b"\n") < lines and window < offset:
+        return False  # the window does not reach back far enough: do not cut here
+    cut = len(data)
+    for _ in range(lines):
+        cut = data.rfind(b"\n", 0, cut - 1) if cut > 0 else -1
+        if cut < 0:
+            cut = 0
+            break
+    tail = data[cut:]
+    if b"\r" in tail:
+        return False  # a '$' before a CR line end: do not rely on the prefilters here
+    if engine._start_filter is None:
+        alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p, _ in starts]
+        opts = regexes.options()
+        opts.never_capture = True
+        engine._start_filter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+    return engine._start_filter.Match(_U, tail, 0, len(tail))[0][0] < 0
+
+
+@dataclass
+class Part:
+    """What one worker found in one file (the mutable rule state, without the rules)."""
+
+    states: list[tuple[dict[str, MatcherState], dict[str, dict[Any, SeriesBuffer]]]]
+    skipped: list[Skipped]
+    ranks_seen: set[Any]
+    lines: int
+    bytes: int
+
+
+def _scan_one(
+    file_id: int, display: str, source: Any, start: int = 0, end: int = -1, line: int = 1
+) -> Part:
+    engine = _WORKER_ENGINE
+    assert engine is not None
+    runs = engine.new_runs()
+    result = ScanResult(runs, [], [], set(), 0, 0)
+    file_rank = rank_from_path(display)
+    if file_rank is not None:
+        result.ranks_seen.add(file_rank)
+    part = (start, end, line) if end >= 0 else None
+    try:
+        engine._scan_file(source, display, file_id, file_rank, runs, result, part)
+    except MemoryError:
+        result.skipped.append(Skipped(display, "out of memory while reading; the rest was skipped"))
+    return Part(
+        [(run.matchers, run.series) for run in runs],
+        result.skipped,
+        result.ranks_seen,
+        result.lines,
+        result.bytes,
+    )
+
+
+def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
+    """Fold one file's state into the whole scan (files arrive in input order). `continues`:
+    the part continues the file of the previous part, so a rank's first line is the one already
+    found, and series counted by position go on counting."""
+    result.skipped.extend(part.skipped)
+    result.ranks_seen |= part.ranks_seen
+    result.lines += part.lines
+    result.bytes += part.bytes
+    merged: set[int] = set()  # shared series are merged once
+    for run, (matchers, series) in zip(result.runs, part.states, strict=True):
+        for name, found in matchers.items():
+            state = run.matchers[name]
+            state.count += found.count
+            for rank, count in found.rank_counts.items():
+                state.rank_counts[rank] = state.rank_counts.get(rank, 0) + count
+            state.evidence.extend(
+                found.evidence[: max(0, MAX_EVIDENCE_PER_MATCHER - len(state.evidence))]
+            )
+            for rank, key in found.first.items():
+                if rank not in state.first or (
+                    not continues and order_key(key) < order_key(state.first[rank])
+                ):
+                    state.first[rank] = key
+            for column, values in found.columns.items():
+                target = state.columns.setdefault(column, [])
+                room = MAX_ROWS - len(target)
+                target.extend(values[:room])
+                state.truncated |= len(values) > room
+            if found.events is not None:
+                if state.events is None:
+                    state.events = []
+                state.events.extend(found.events[: max(0, MAX_ROWS - len(state.events))])
+            state.truncated |= found.truncated
+        for name, per_rank in series.items():
+            target_series = run.series.setdefault(name, {})
+            if id(target_series) in merged:
+                continue
+            merged.add(id(target_series))
+            by_position = run.rule["series"].get(name, {}).get("index") is None
+            for rank, buffer in per_rank.items():
+                existing = target_series.get(rank)
+                if existing is None:
+                    target_series[rank] = buffer
+                    continue
+                existing.extend(buffer, shift_index=continues and by_position)

@@ -1,0 +1,558 @@
+"""Scanning: streams logs through the compiled rules in bounded memory.
+
+How a log is read, and why it is fast:
+- input is read in blocks of a few MiB, cut at line ends (reading.py); a line longer than
+  MAX_LINE bytes is cut there (its tail is skipped, never buffered);
+- one combined RE2 search over the block finds candidate lines: those that contain a literal that
+  some pattern requires (or that the pattern itself could match, when no literal is provable);
+  every other line costs only RE2's scan and a newline count;
+- a candidate line is decoded, its rank prefix removed (lineinfo.py, prefixes.py), and one RE2
+  set tells which patterns match; only those run again, for their captures;
+- where one pattern alone can match in the rest of a block, its lines are matched and recorded
+  as a batch (store.store_bulk);
+- numbers go to per-rank series buffers; evidence lines are capped per matcher (state.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+from trainwreck.rules import parallel, prefixes, regexes
+from trainwreck.rules import state as st
+from trainwreck.rules.captures import Plan, convert, convert_columns, named
+from trainwreck.rules.captures import number as to_float
+from trainwreck.rules.lineinfo import (
+    INLINE_RANK,
+    SAMPLE_PREFIX,
+    rank_from_path,
+    rank_number,
+    split_prefix,
+)
+from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
+from trainwreck.rules.state import RuleRun, ScanResult, Skipped
+from trainwreck.rules.store import Batch, Line, pattern_hit, store, store_bulk
+from trainwreck.rules.store import record as record_match
+
+_U = re2._re2.RE2.Anchor.UNANCHORED
+# Candidate lines in a block after which one set match over the rest of the block (a few ms per
+# MiB) pays for itself by sparing each later line its own set match (about a microsecond).
+BLOCK_SET_AFTER = 2000
+BLOCK_SET_EARLY = 200  # ... or after this many when they are dense (one line in 20 or more)
+
+
+@dataclass
+class PatternUse:
+    """One use of a distinct pattern by a rule's matcher (patterns are shared across rules)."""
+
+    order: int  # end, capture, regex, start: closes blocks before a new one opens on the line
+    run_index: int
+    matcher: str
+    role: str
+    regex: Any  # the raw RE2 object: Match(anchor, bytes, pos, end) -> spans
+    groups: list[tuple[str, int]]  # capture name -> group number
+    block: dict[str, Any] | None
+
+
+class Engine:
+    """The compiled rule set: every distinct pattern once, with the rules' matchers that use it,
+    the prefilters, and the series that rules share."""
+
+    def __init__(self, rules: list[dict[str, Any]]):
+        self.rules = rules
+        patterns: dict[str, int] = {}
+        users: list[list[PatternUse]] = []
+        self.json_matchers: list[tuple[int, str, dict[str, Any]]] = []
+        role_order = {"end": 0, "capture": 1, "regex": 2, "start": 3}
+
+        def add(
+            pattern: str, run_index: int, matcher: str, role: str, block: dict[str, Any] | None
+        ) -> None:
+            if pattern not in patterns:
+                patterns[pattern] = len(patterns)
+                users.append([])
+            compiled = regexes.compile(pattern)
+            groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
+            users[patterns[pattern]].append(
+                PatternUse(
+                    role_order[role], run_index, matcher, role, compiled._regexp, groups, block
+                )
+            )
+
+        self.json_literals: set[str] = set()
+        self.missing_from = False
+        for index, rule in enumerate(rules):
+            init = rule["report"]["initiating_rank"]
+            if isinstance(init, dict) and "missing_from" in init:
+                self.missing_from = True
+            for name, spec in rule["matchers"].items():
+                if spec["kind"] == "regex":
+                    add(spec["regex"], index, name, "regex", None)
+                elif spec["kind"] == "block":
+                    add(spec["start"], index, name, "start", spec)
+                    add(spec["end"], index, name, "end", spec)
+                    for pattern in spec["capture"]:
+                        add(pattern, index, name, "capture", spec)
+                else:
+                    self.json_matchers.append((index, name, spec["json"]))
+                    strings = [
+                        v for v in spec["json"].values() if isinstance(v, str) and len(v) >= 2
+                    ]
+                    if strings:
+                        self.json_literals.add(re2.escape(json.dumps(strings[0])))
+                    elif spec["json"]:
+                        self.json_literals.add(re2.escape(json.dumps(next(iter(spec["json"])))))
+                    else:
+                        self.json_literals.add(r"\{\s*\"")
+        # A series that two rules define alike (fed by one regex matcher with the same pattern
+        # and units, the same value and index) gets the same points from the same lines: it is
+        # filled once and shared (the step-time series of several straggler rules).
+        self.shared_series: dict[tuple[int, str], tuple[int, str]] = {}
+        owners: dict[tuple[str, str, str, str | None], tuple[int, str]] = {}
+        for index, rule in enumerate(rules):
+            for name, spec in rule["series"].items():
+                if len(spec["matchers"]) != 1:
+                    continue
+                matcher = rule["matchers"][spec["matchers"][0]]
+                if matcher["kind"] != "regex":
+                    continue
+                key = (
+                    matcher["regex"],
+                    json.dumps(matcher["values"], sort_keys=True),
+                    spec["value"],
+                    spec.get("index"),
+                )
+                owner = owners.setdefault(key, (index, name))
+                if owner != (index, name):
+                    self.shared_series[(index, name)] = owner
+        for users_of in users:
+            users_of.sort(key=lambda u: u.order)
+        self.users = users
+        # Patterns whose every use is a plain regex matcher without a 'rank' capture can take the
+        # bulk path (_scan_bulk) when they are the only pattern that can match in a block.
+        self.bulk = [
+            all(u.role == "regex" for u in users_of)
+            and all(name != "rank" for name, _ in users_of[0].groups)
+            and feeds_distinct(rules, users_of)
+            for users_of in users
+        ]
+        self.pattern_list = list(patterns)
+        self.set = None
+        if patterns:
+            self.set = re2.Set.SearchSet(regexes.options())
+            for pattern in self.pattern_list:
+                self.set.Add(pattern)
+            self.set.Compile()
+        self.prefilter: Any = None
+        self.block_set: Any = None
+        self._start_filter: Any = None
+        self._prefilter_ready = False
+
+    def _build_prefilter(self, sample: bytes) -> None:
+        """One RE2 search for all patterns' required literals, chosen as the rarest in the first
+        block of input (a line must contain one of them to be worth matching).
+
+        The same per-pattern prefilters also go into an RE2 set run once over each block: it
+        names the patterns that can match anywhere in the block, so a block where only one can
+        (the step-time lines of a long run) skips the per-line set match."""
+        prefilters = [regexes.prefilter_pattern(p, sample) for p in self.pattern_list]
+        alternatives = [f"(?:{p})" for p in prefilters]
+        alternatives += sorted(self.json_literals)
+        if alternatives:
+            opts = regexes.options()
+            opts.never_capture = True
+            opts.max_mem = 256 << 20
+            self.prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+        if prefilters:
+            opts = regexes.options()
+            opts.never_capture = True
+            opts.max_mem = 256 << 20
+            block_set = re2.Set.SearchSet(opts)
+            try:
+                for pattern in prefilters:
+                    block_set.Add(f"(?m:{pattern})")
+                block_set.Compile()
+                self.block_set = block_set
+            except Exception:  # a prefilter RE2 cannot take in a set: every line uses the set
+                self.block_set = None
+        self._prefilter_ready = True
+
+    def _only_pattern(self, block: bytes, start: int) -> int:
+        """The one pattern that can match in `block` from `start` (its index), or -1 when several
+        can, or when it cannot be told. An empty answer from RE2's set is ambiguous (no pattern,
+        or its DFA ran out of memory and gave up), so it also means "use the per-line set"."""
+        if self.block_set is None:
+            return -1
+        if block.find(b"\r", start) >= 0:  # '$' before a CR line end: use the per-line set
+            return -1
+        possible = self.block_set.Match(memoryview(block)[start:])
+        return possible[0] if possible and len(possible) == 1 else -1
+
+    def new_runs(self) -> list[RuleRun]:
+        """Fresh state for every rule, with alike series shared (see __init__)."""
+        runs = [RuleRun(rule) for rule in self.rules]
+        for (index, name), (owner, owner_name) in self.shared_series.items():
+            runs[index].series[name] = runs[owner].series[owner_name]
+            for feeds in runs[index].feeds.values():
+                feeds[:] = [feed for feed in feeds if feed[0] != name]
+        return runs
+
+    def scan(self, inputs: Iterable[tuple[str, Any]], jobs: int | None = None) -> ScanResult:
+        """Scan inputs: (display name, path | "-" | binary stream). Several large files are
+        scanned in parallel processes (`jobs`: None = automatic, 1 = serial)."""
+        inputs = list(inputs)
+        runs = self.new_runs()
+        result = ScanResult(runs, [], [], set(), 0, 0)
+        workers = parallel.workers(inputs, jobs)
+        if workers > 1:
+            parallel.scan_parallel(self, inputs, workers, result)
+            return result
+        for display, source in inputs:
+            file_id = len(result.files)
+            result.files.append(display)
+            file_rank = rank_from_path(display)
+            if file_rank is not None:
+                result.ranks_seen.add(file_rank)
+            try:
+                self._scan_file(source, display, file_id, file_rank, runs, result)
+            except MemoryError:
+                result.skipped.append(
+                    Skipped(display, "out of memory while reading; the rest was skipped")
+                )
+            except Exception as exc:  # one bad file never ends the run (nor loses the others)
+                result.skipped.append(
+                    Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
+                )
+        return result
+
+    def _plan_parts(
+        self, source: Any, display: str, workers: int
+    ) -> tuple[list[bytes], list[tuple[int, int, int]]] | None:
+        """Where to cut one large plain file for a parallel scan (parallel.plan_parts)."""
+        return parallel.plan_parts(self, source, display, workers)
+
+    def _scan_file(
+        self,
+        source: Any,
+        display: str,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
+        part: tuple[int, int, int] | None = None,
+    ) -> None:
+        """Scan one input; `part` = (start, end, number of the line at start) scans that byte
+        range of a plain file (see _plan_parts: the parent samples its ranks)."""
+        handle = open_input(source, display, result.skipped)
+        if handle is None:
+            return
+        line_no = 1  # number of the line starting at `counted`
+        base = 0  # offset of the block in the (decompressed) stream
+        unranked = result.unranked
+        first_line = 1
+        reader: Any = handle
+        if part is not None:
+            base, stop, first_line = part
+            line_no = first_line
+            handle.seek(base)
+            reader = ByteRange(handle, stop - base)
+        try:
+            for block in read_blocks(
+                reader, display, result.skipped, head=part is None or base == 0
+            ):
+                if not self._prefilter_ready:
+                    self._build_prefilter(block[: 1 << 20])
+                prefilter = self.prefilter
+                result.bytes += len(block)
+                raw_length = len(block)
+                # The paste-shape layer (prefixes.py): line numbers stay; a changed block is
+                # scanned line by line and its byte offsets are mapped back to the raw block.
+                shaped = prefixes.normalize_block(block)
+                starts = None if shaped is block else prefixes.line_starts(block)
+                block = shaped
+                if self.missing_from and part is None:
+                    for hit in SAMPLE_PREFIX.findall(block[:65536]):
+                        result.admit_rank(rank_number(hit))
+                counted = 0
+                pos = 0
+                end = len(block)
+                block_line = line_no
+                if prefilter is not None:
+                    match = prefilter.Match
+                    only = -1
+                    candidates = 0
+                    while pos < end:
+                        start = match(_U, block, pos, end)[0][0]
+                        if start < 0:
+                            break
+                        line_start = block.rfind(b"\n", 0, start) + 1
+                        candidates += 1
+                        if candidates == BLOCK_SET_AFTER or (
+                            candidates == BLOCK_SET_EARLY
+                            and candidates * 20 >= line_no - block_line
+                        ):
+                            only = self._only_pattern(block, line_start)
+                            if only >= 0 and self.bulk[only] and starts is None:
+                                line_no += block.count(b"\n", counted, line_start)
+                                counted = line_start
+                                line_no, counted = self._scan_bulk(
+                                    block,
+                                    line_start,
+                                    line_no,
+                                    base,
+                                    only,
+                                    file_id,
+                                    file_rank,
+                                    runs,
+                                    result,
+                                    # candidates in at least half the lines so far
+                                    dense=2 * candidates >= line_no - block_line,
+                                )
+                                break
+                        line_end = block.find(b"\n", start)
+                        if line_end < 0:
+                            line_end = end
+                        line_no += block.count(b"\n", counted, line_start)
+                        counted = line_start
+                        self._line(
+                            block[line_start:line_end],
+                            line_no,
+                            base + (line_start if starts is None else starts[line_no - block_line]),
+                            file_id,
+                            file_rank,
+                            runs,
+                            result,
+                            only,
+                        )
+                        pos = line_end + 1
+                line_no += block.count(b"\n", counted, end)
+                base += raw_length
+            result.lines += line_no - first_line
+        finally:
+            if result.unranked > unranked:
+                result.skipped.append(
+                    Skipped(
+                        display,
+                        f"more than {st.MAX_RANKS:,} distinct ranks; lines of further ranks were "
+                        "read with their rank unknown",
+                    )
+                )
+            if handle is not sys.stdin.buffer:
+                handle.close()
+
+    # -- the rest of a block where one pattern alone can match ---------------------------------
+
+    def _scan_bulk(
+        self,
+        block: bytes,
+        pos: int,
+        line_no: int,
+        base: int,
+        only: int,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
+        dense: bool = False,
+    ) -> tuple[int, int]:
+        """Scan `block` from `pos` (a line start numbered `line_no`) to its end, where pattern
+        `only` is the only one that can match (see _only_pattern). Per line this finds the line,
+        its rank and the match, as _line does; captures are then converted and recorded for the
+        whole block at once (_flush_bulk), with the same results in the same order. Returns the
+        number and offset of the block's end (every line counted)."""
+        regex = self.users[only][0].regex
+        json_lines = bool(self.json_matchers)
+        admit = result.admit_rank
+        batch = Batch(file_id)
+        for number, offset, whole, candidate in self._bulk_lines(block, pos, line_no, dense):
+            raw = whole[:MAX_LINE] if len(whole) > MAX_LINE else whole
+            rank, body = split_prefix(raw)
+            if json_lines and body.lstrip()[:1] == b"{":
+                # A JSON record may feed other matchers: the general path, in order (a line the
+                # prefilter skips matches nothing).
+                if (
+                    candidate
+                    or self.prefilter.Match(_U, block, offset, offset + len(whole))[0][0] >= 0
+                ):
+                    self._flush_bulk(only, batch, runs)
+                    batch = Batch(file_id)
+                    self._line(raw, number, base + offset, file_id, file_rank, runs, result, only)
+                continue
+            spans = regex.Match(_U, body, 0, len(body))
+            if spans[0][0] < 0:
+                continue
+            if rank is None:
+                inline = INLINE_RANK.search(body)
+                if inline:
+                    rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
+                else:
+                    rank = file_rank
+            rank = admit(rank)
+            batch.numbers.append(number)
+            batch.offsets.append(base + offset)
+            batch.ranks.append(rank)
+            batch.raws.append(raw)
+            batch.bodies.append(body)
+            batch.spans.append(spans)
+        self._flush_bulk(only, batch, runs)
+        return line_no + block.count(b"\n", pos), len(block)
+
+    def _bulk_lines(
+        self, block: bytes, pos: int, line_no: int, dense: bool
+    ) -> Iterator[tuple[int, int, bytes, bool]]:
+        """The lines of `block` from `pos` (numbered from `line_no`) that _scan_bulk matches:
+        (number, offset, line, whether the prefilter found it). Dense: every
+        line (most are candidates, so running the pattern on each beats looking for the next
+        candidate first); else the prefilter's candidates only."""
+        end = len(block)
+        if dense and block.endswith(b"\n"):
+            line_start = pos
+            for whole in block[pos:end].split(b"\n")[:-1]:
+                offset = line_start
+                line_start += len(whole) + 1
+                yield line_no, offset, whole, False
+                line_no += 1
+            return
+        match = self.prefilter.Match
+        counted = pos
+        while pos < end:
+            start = match(_U, block, pos, end)[0][0]
+            if start < 0:
+                return
+            line_start = block.rfind(b"\n", 0, start) + 1
+            line_end = block.find(b"\n", start)
+            if line_end < 0:
+                line_end = end
+            line_no += block.count(b"\n", counted, line_start)
+            counted = line_start
+            pos = line_end + 1
+            # no CR here (_only_pattern)
+            yield line_no, line_start, block[line_start:line_end], True
+
+    def _flush_bulk(self, only: int, batch: Batch, runs: list[RuleRun]) -> None:
+        n = len(batch.numbers)
+        if not n:
+            return
+        users = self.users[only]
+        captured: dict[str, list[Any]] = {}
+        for name, group in users[0].groups:
+            captured[name] = [
+                body[span[group][0] : span[group][1]].decode("utf-8", "replace")
+                if span[group][0] >= 0
+                else None
+                for body, span in zip(batch.bodies, batch.spans, strict=True)
+            ]
+        converted: dict[Plan, dict[str, list[Any]]] = {}
+        for user in users:
+            run = runs[user.run_index]
+            plan = run.plans[user.matcher]
+            columns = converted.get(plan)
+            if columns is None:
+                columns = converted[plan] = convert_columns(plan, dict(captured), n)
+            store_bulk(run, user.matcher, columns, batch)
+
+    # -- one candidate line ---------------------------------------------------------------------
+
+    def _line(
+        self,
+        raw: bytes,
+        line_no: int,
+        offset: int,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
+        only: int = -1,
+    ) -> None:
+        if len(raw) > MAX_LINE:
+            raw = raw[:MAX_LINE]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        rank, body = split_prefix(raw)
+        spans: Any = None
+        if only >= 0:
+            # Only this pattern can match in the block: its own match decides, and its spans
+            # are the captures (one RE2 call instead of a set match and then a match).
+            spans = self.users[only][0].regex.Match(_U, body, 0, len(body))
+            hits = [only] if spans[0][0] >= 0 else None
+        else:
+            hits = self.set.Match(body) if self.set is not None else None
+        record: dict[str, Any] | None = None
+        if self.json_matchers and body.lstrip()[:1] == b"{":
+            try:
+                parsed = json.loads(body)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict):
+                record = parsed
+        if not hits and record is None:
+            return
+        if rank is None:
+            if record is not None and isinstance(record.get("rank"), int):
+                rank = rank_number(record["rank"])
+            else:
+                inline = INLINE_RANK.search(body)
+                if inline:
+                    rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
+                else:
+                    rank = file_rank
+        # The time is parsed when a rule first asks for it (series, evidence, a rank's first line).
+        t: float | None = None
+        if record is not None and isinstance(record.get("t"), (int, float)):
+            t = to_float(record["t"])
+        rank = result.admit_rank(rank)
+        context = Line(file_id, line_no, raw, rank, t, offset)
+        if hits:
+            for index in hits:
+                users = self.users[index]
+                if spans is not None:
+                    caps = named(users[0].groups, body, spans)
+                else:
+                    caps = self._captures(users[0], body)
+                if caps is None:
+                    continue
+                converted: dict[Plan, dict[str, Any]] = {}
+                for user in users:
+                    run = runs[user.run_index]
+                    if user.role == "regex":
+                        # Rules sharing a pattern often convert its captures alike: once.
+                        plan = run.plans[user.matcher]
+                        done = converted.get(plan)
+                        if done is None:
+                            done = converted[plan] = convert(plan, dict(caps))
+                        store(run, user.matcher, done, context, None)
+                    else:
+                        pattern_hit(user, dict(caps), context, run)
+        if record is not None:
+            for run_index, name, wanted in self.json_matchers:
+                if all(record.get(k) == v for k, v in wanted.items()):
+                    caps = {k: v for k, v in record.items() if isinstance(k, str)}
+                    record_match(runs[run_index], name, caps, context, None)
+
+    @staticmethod
+    def _captures(user: PatternUse, body: bytes) -> dict[str, Any] | None:
+        """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
+        if not user.groups:
+            return {}
+        spans = user.regex.Match(_U, body, 0, len(body))
+        if spans[0][0] < 0:
+            return None
+        return named(user.groups, body, spans)
+
+
+def feeds_distinct(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
+    """Whether no series takes points from two uses of one pattern (then per-line order would
+    interleave their points, which a per-matcher bulk store would not)."""
+    seen: set[tuple[int, str]] = set()
+    for user in users:
+        for name, spec in rules[user.run_index]["series"].items():
+            if user.matcher in spec["matchers"]:
+                if (user.run_index, name) in seen:
+                    return False
+                seen.add((user.run_index, name))
+    return True

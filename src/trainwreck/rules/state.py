@@ -1,0 +1,149 @@
+"""The mutable state of a scan: per rule, its matchers' counts, evidence, first lines, captured
+columns and events, and its series' points per rank; the limits that keep it bounded."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainwreck.rules import detectors as det
+from trainwreck.rules.captures import Plan, plan_of
+from trainwreck.rules.reading import Skipped
+
+MAX_EVIDENCE_PER_MATCHER = 24
+MAX_ROWS = 1_000_000  # kept capture values / events per matcher
+MAX_SERIES_POINTS = 5_000_000  # per series and rank
+# Distinct ranks (or host labels) tracked per scan: each costs per-rank state in every matcher and
+# series that sees it, so a log with a million distinct prefixes would otherwise cost gigabytes.
+# Lines of further ranks are still read, with their rank unknown. (The largest jobs run tens of
+# thousands of ranks.)
+MAX_RANKS = 32_768
+
+
+class SeriesBuffer:
+    """The points of one series on one rank, as rows (value, index, t, file, line, offset) in one
+    array of doubles: one append per point, 48 bytes a point (file, line and offset are whole
+    numbers far below 2**53, so doubles hold them exactly)."""
+
+    __slots__ = ("count", "rows", "truncated")
+    WIDTH = 6
+
+    def __init__(self) -> None:
+        self.rows = array("d")
+        self.count = 0
+        self.truncated = False
+
+    def add(
+        self, value: float, index: float, t: float, file_id: int, line: int, offset: int
+    ) -> None:
+        if self.count >= MAX_SERIES_POINTS:
+            self.truncated = True
+            return
+        self.rows.extend((value, index, t, file_id, line, offset))
+        self.count += 1
+
+    def extend(self, other: SeriesBuffer, shift_index: bool = False) -> None:
+        """Append another buffer's points (up to the cap). `shift_index`: their index is their
+        position, which now starts after this buffer's points."""
+        room = MAX_SERIES_POINTS - self.count
+        taken = min(room, other.count)
+        rows = other.rows[: taken * self.WIDTH]
+        if shift_index and taken:
+            table = np.frombuffer(rows, dtype=np.float64).reshape(-1, self.WIDTH)
+            table[:, 1] += self.count
+        self.rows.extend(rows)
+        self.count += taken
+        self.truncated |= other.truncated or other.count > room
+
+    def points(self) -> det.Points:
+        table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
+        return det.Points(
+            np.ascontiguousarray(table[:, 0]),
+            np.ascontiguousarray(table[:, 1]),
+            np.ascontiguousarray(table[:, 2]),
+            table[:, 3].astype(np.int64),
+            table[:, 4].astype(np.int64),
+            table[:, 5].astype(np.int64),
+        )
+
+
+@dataclass
+class Evidence:
+    file: int
+    line: int
+    text: str
+    rank: Any
+    t: float
+    part: str
+    offset: int = -1
+
+
+@dataclass
+class MatcherState:
+    count: int = 0
+    rank_counts: dict[Any, int] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+    first: dict[Any, tuple[float, int, int]] = field(
+        default_factory=dict
+    )  # rank -> (t, file, line)
+    columns: dict[str, list[Any]] = field(default_factory=dict)
+    events: list[tuple[Any, float, float, int, int, int]] | None = (
+        None  # rank, t, step, file, line, offset
+    )
+    truncated: bool = False
+
+
+class RuleRun:
+    """The mutable state of one rule during a scan."""
+
+    def __init__(self, rule: dict[str, Any]):
+        self.rule = rule
+        self.matchers: dict[str, MatcherState] = {name: MatcherState() for name in rule["matchers"]}
+        for part, name in rule.get("fields", []):
+            self.matchers[part].columns[name] = []
+        event_parts = {
+            spec[role]
+            for spec in rule["detectors"].values()
+            if spec["kind"] == "cooccur"
+            for role in ("a", "b")
+        }
+        for name in event_parts & set(rule["matchers"]):
+            self.matchers[name].events = []
+        self.series: dict[str, dict[Any, SeriesBuffer]] = {name: {} for name in rule["series"]}
+        self.feeds: dict[str, list[tuple[str, str, str | None]]] = {}
+        for name, spec in rule["series"].items():
+            for matcher in spec["matchers"]:
+                self.feeds.setdefault(matcher, []).append((name, spec["value"], spec.get("index")))
+        self.counters: dict[tuple[str, Any], int] = {}
+        # Per matcher: how its captures convert (captures.Plan).
+        self.plans: dict[str, Plan] = {
+            name: plan_of(spec["values"]) for name, spec in rule["matchers"].items()
+        }
+        self.blocks: dict[tuple[str, int, Any], tuple[int, dict[str, Any], Evidence]] = {}
+
+
+@dataclass
+class ScanResult:
+    runs: list[RuleRun]
+    files: list[str]
+    skipped: list[Skipped]
+    ranks_seen: set[Any]
+    lines: int
+    bytes: int
+    unranked: int = 0  # lines whose rank was dropped because MAX_RANKS ranks were already seen
+
+    def admit_rank(self, rank: Any) -> Any:
+        """`rank`, or None once MAX_RANKS other ranks were seen (memory stays bounded)."""
+        if rank is None or rank in self.ranks_seen:
+            return rank
+        if len(self.ranks_seen) >= MAX_RANKS:
+            self.unranked += 1
+            return None
+        self.ranks_seen.add(rank)
+        return rank
+
+
+# --- the compiled rule set ------------------------------------------------------------------------

@@ -1,0 +1,323 @@
+"""Recording matches into a rule's state: one line at a time (`store`), or a batch of lines that
+one pattern alone matched in a block (`store_bulk`, the same results in the same order)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from trainwreck.rules import state as st
+from trainwreck.rules.captures import column_numbers, convert, number
+from trainwreck.rules.lineinfo import parse_time, rank_number
+from trainwreck.rules.reading import evidence_text
+from trainwreck.rules.state import (
+    MAX_EVIDENCE_PER_MATCHER,
+    MAX_ROWS,
+    MAX_SERIES_POINTS,
+    Evidence,
+    RuleRun,
+    SeriesBuffer,
+)
+
+
+class Line:
+    """A candidate line being matched; its text is decoded only when kept as evidence."""
+
+    __slots__ = ("_t", "_text", "file", "number", "offset", "rank", "raw")
+
+    def __init__(
+        self, file_id: int, number: int, raw: bytes, rank: Any, t: float | None, offset: int
+    ):
+        self.file = file_id
+        self.number = number
+        self.raw = raw
+        self.rank = rank
+        self._t = t
+        self.offset = offset
+        self._text: str | None = None
+
+    @property
+    def t(self) -> float:
+        """Unix time of the line (NaN without a timestamp), parsed on first use."""
+        if self._t is None:
+            self._t = parse_time(self.raw)
+        return self._t
+
+    def text(self) -> str:
+        if self._text is None:
+            self._text = evidence_text(self.raw)
+        return self._text
+
+
+class Batch:
+    """Matched lines of one block awaiting Engine._flush_bulk: where they are, their rank and match."""
+
+    __slots__ = (
+        "_all_times",
+        "bodies",
+        "file",
+        "numbers",
+        "offsets",
+        "ranks",
+        "raws",
+        "spans",
+        "times",
+    )
+
+    def __init__(self, file_id: int) -> None:
+        self.file = file_id
+        self.numbers: list[int] = []
+        self.offsets: list[int] = []
+        self.ranks: list[Any] = []
+        self.raws: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.spans: list[Any] = []
+        self.times: dict[int, float] = {}
+        self._all_times: np.ndarray | None = None
+
+    def t(self, i: int) -> float:
+        """Time of line i, parsed on first use (as Line.t)."""
+        found = self.times.get(i)
+        if found is None:
+            found = self.times[i] = parse_time(self.raws[i])
+        return found
+
+    def all_times(self) -> np.ndarray:
+        if self._all_times is None:
+            times = self.times
+            self._all_times = np.array(
+                [times.get(i) or parse_time(raw) for i, raw in enumerate(self.raws)],
+                dtype=np.float64,
+            )
+        return self._all_times
+
+
+def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> None:
+    """A line matched one pattern of a regex or block matcher (`user`: scanning.PatternUse)."""
+    if user.role == "regex":
+        record(run, user.matcher, caps, line, None)
+        return
+    assert user.block is not None
+    key = (user.matcher, line.file, line.rank)
+    if user.role == "start":
+        run.blocks[key] = (
+            line.number,
+            dict(caps),
+            Evidence(
+                line.file,
+                line.number,
+                line.text(),
+                line.rank,
+                line.t,
+                user.matcher,
+                line.offset,
+            ),
+        )
+        return
+    opened = run.blocks.get(key)
+    if opened is None:
+        return
+    start_line, block_caps, start_evidence = opened
+    if line.number - start_line + 1 > user.block["max_lines"]:
+        del run.blocks[key]
+        return
+    for name, value in caps.items():
+        block_caps.setdefault(name, value)
+    if user.role == "end":
+        del run.blocks[key]
+        record(run, user.matcher, block_caps, line, start_evidence)
+
+
+def record(
+    run: RuleRun,
+    name: str,
+    caps: dict[str, Any],
+    line: Line,
+    start: Evidence | None,
+) -> None:
+    store(run, name, convert(run.plans[name], caps), line, start)
+
+
+def store(
+    run: RuleRun,
+    name: str,
+    caps: dict[str, Any],
+    line: Line,
+    start: Evidence | None,
+) -> None:
+    """Record one match of a matcher (captures already converted; `caps` is only read, so
+    rules whose matchers convert alike share one dict)."""
+    # The hot path for series lines: plain locals, no per-call lookups of the rule's spec.
+    rank = line.rank
+    state = run.matchers[name]
+    if "rank" in caps:
+        value = caps["rank"]
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            named = rank_number(value)
+            # a new rank past the cap keeps the line's own (bounded) rank
+            if named is not None and (
+                named in state.rank_counts or len(state.rank_counts) < st.MAX_RANKS
+            ):
+                rank = named
+    state.count += 1
+    counts = state.rank_counts
+    counts[rank] = counts.get(rank, 0) + 1
+    if start is not None and start.rank is None:
+        start.rank = rank
+    if len(state.evidence) < MAX_EVIDENCE_PER_MATCHER:
+        if start is not None:
+            state.evidence.append(start)
+        state.evidence.append(
+            Evidence(line.file, line.number, line.text(), rank, line.t, name, line.offset)
+        )
+    if rank not in state.first:
+        if start is not None:
+            state.first[rank] = (start.t, start.file, start.line)
+        else:
+            state.first[rank] = (line.t, line.file, line.number)
+    if state.columns:
+        if state.count <= MAX_ROWS:
+            for column, values in state.columns.items():
+                values.append(caps.get(column))
+        else:
+            state.truncated = True
+    if state.events is not None and len(state.events) < MAX_ROWS:
+        state.events.append(
+            (rank, line.t, number(caps.get("step")), line.file, line.number, line.offset)
+        )
+    feeds = run.feeds.get(name)
+    if feeds:
+        for series, value_name, index_name in feeds:
+            value = caps.get(value_name)
+            if value.__class__ is not float:
+                value = number(value)
+            if value != value or value in (math.inf, -math.inf):
+                continue
+            per_rank = run.series[series]
+            buffer = per_rank.get(rank)
+            if buffer is None:
+                buffer = per_rank[rank] = SeriesBuffer()
+            if buffer.count >= MAX_SERIES_POINTS:
+                buffer.truncated = True
+                continue
+            if index_name:
+                index = caps.get(index_name)
+                if index.__class__ is not float:
+                    index = number(index)
+            else:
+                index = float(buffer.count)
+            buffer.rows.extend((value, index, line.t, line.file, line.number, line.offset))
+            buffer.count += 1
+
+
+def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Batch) -> None:
+    """store() for every line of a batch (no rank capture, no block start): the same
+    counts, evidence, first lines, columns, events and series points, in line order."""
+    n = len(batch.numbers)
+    ranks, numbers, offsets, file_id = batch.ranks, batch.numbers, batch.offsets, batch.file
+    state = run.matchers[name]
+    before = state.count
+    state.count += n
+    counts = state.rank_counts
+    for rank in ranks:
+        counts[rank] = counts.get(rank, 0) + 1
+    room = MAX_EVIDENCE_PER_MATCHER - len(state.evidence)
+    for i in range(min(max(room, 0), n)):
+        state.evidence.append(
+            Evidence(
+                file_id,
+                numbers[i],
+                evidence_text(batch.raws[i]),
+                ranks[i],
+                batch.t(i),
+                name,
+                offsets[i],
+            )
+        )
+    first = state.first
+    if any(rank not in first for rank in set(ranks)):
+        index_of = dict(zip(reversed(ranks), range(n - 1, -1, -1), strict=True))
+        for rank in dict.fromkeys(ranks):
+            if rank not in first:
+                i = index_of[rank]
+                first[rank] = (batch.t(i), file_id, numbers[i])
+    if state.columns:
+        keep = max(0, min(n, MAX_ROWS - before))
+        for column, values in state.columns.items():
+            found = columns.get(column)
+            values.extend(found[:keep] if found is not None else [None] * keep)
+        if before + n > MAX_ROWS:
+            state.truncated = True
+    if state.events is not None:
+        steps = columns.get("step")
+        for i in range(min(max(MAX_ROWS - len(state.events), 0), n)):
+            state.events.append(
+                (
+                    ranks[i],
+                    batch.t(i),
+                    number(steps[i] if steps is not None else None),
+                    file_id,
+                    numbers[i],
+                    offsets[i],
+                )
+            )
+    feeds = run.feeds.get(name)
+    if feeds:
+        feed_bulk(run, feeds, columns, batch)
+
+
+def feed_bulk(
+    run: RuleRun,
+    feeds: list[tuple[str, str, str | None]],
+    columns: dict[str, list[Any]],
+    batch: Batch,
+) -> None:
+    """The series points of a batch: per series, each rank's finite values in line order (a
+    rank's buffer is created at its first finite value, as per line), up to the cap."""
+    n = len(batch.numbers)
+    codes_of: dict[Any, int] = {}
+    codes = np.fromiter(
+        (codes_of.setdefault(rank, len(codes_of)) for rank in batch.ranks), np.int64, n
+    )
+    ranks = list(codes_of)
+    numbers = np.asarray(batch.numbers, dtype=np.float64)
+    offsets = np.asarray(batch.offsets, dtype=np.float64)
+    for series, value_name, index_name in feeds:
+        values = column_numbers(columns, value_name, n)
+        keep = np.isfinite(values)
+        if not keep.any():
+            continue
+        times = batch.all_times()
+        indexes = column_numbers(columns, index_name, n) if index_name else None
+        per_rank = run.series[series]
+        kept = np.flatnonzero(keep)
+        kept_codes = codes[kept]
+        # Ranks in the order of their first finite value (buffers are created in that order).
+        present, first_at = np.unique(kept_codes, return_index=True)
+        for code in present[np.argsort(first_at, kind="stable")]:
+            rank = ranks[code]
+            rows = kept[kept_codes == code]
+            buffer = per_rank.get(rank)
+            if buffer is None:
+                buffer = per_rank[rank] = SeriesBuffer()
+            room = MAX_SERIES_POINTS - buffer.count
+            if len(rows) > room:
+                buffer.truncated = True
+                rows = rows[:room]
+            if not len(rows):
+                continue
+            if indexes is None:
+                index = np.arange(buffer.count, buffer.count + len(rows), dtype=np.float64)
+            else:
+                index = indexes[rows]
+            table = np.empty((len(rows), SeriesBuffer.WIDTH), dtype=np.float64)
+            table[:, 0] = values[rows]
+            table[:, 1] = index
+            table[:, 2] = times[rows]
+            table[:, 3] = batch.file
+            table[:, 4] = numbers[rows]
+            table[:, 5] = offsets[rows]
+            buffer.rows.frombytes(table.tobytes())
+            buffer.count += len(rows)
