@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from trainwreck.rules import detectors as det
-from trainwreck.rules.model import DETECTOR_DEFAULTS
+from trainwreck.rules.registry import DETECTORS
 
 RNG = np.random.default_rng(1234)
 
@@ -26,7 +26,7 @@ def points(values, index=None, t=None, file_id=0) -> det.Points:
 
 
 def settings(kind: str, **overrides):
-    return {**DETECTOR_DEFAULTS[kind], "kind": kind, "series": "s", **overrides}
+    return {**DETECTORS[kind].defaults, "kind": kind, "series": "s", **overrides}
 
 
 def stalled_series(n=400, every=37, base=500.0, extra=300.0, noise=0.01, ranks=4, offset=20):

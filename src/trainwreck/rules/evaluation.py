@@ -12,6 +12,7 @@ import numpy as np
 from trainwreck.rules import condition as cond
 from trainwreck.rules import detectors as det
 from trainwreck.rules.reading import evidence_text, is_path, read_line_at
+from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
 from trainwreck.rules.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
@@ -86,25 +87,25 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
     cooccur_hits: dict[str, tuple[det.EventTable, np.ndarray]] = {}
     for name in rule["detector_order"]:
         spec = rule["detectors"][name]
-        kind = spec["kind"]
-        if kind == "cooccur":
+        detector = DETECTORS[spec["kind"]]
+        if detector.inputs == EVENTS:
             tables = []
-            for role in ("a", "b"):
+            for role in detector.references:
                 part = spec[role]
                 if part in run.matchers:
                     tables.append(matcher_events(run.matchers[part]))
                 else:
                     tables.append(det.events_table(results[part].events))
-            result, hits = det.cooccur(tables[0], tables[1], spec)
+            result, hits = detector.run(*tables, spec)
             cooccur_hits[name] = (tables[0], hits)
         else:
             buffers = run.series.get(spec["series"], {})
             series = {rank: buffer.points() for rank, buffer in buffers.items()}
-            if kind == "correlation":
+            if detector.inputs == SERIES_PAIR:
                 other = {rank: b.points() for rank, b in run.series.get(spec["with"], {}).items()}
-                result = det.correlation(series, other, spec)
+                result = detector.run(series, other, spec)
             else:
-                result = getattr(det, kind)(series, spec)
+                result = detector.run(series, spec)
             if any(b.truncated for b in buffers.values()):
                 notes.append(
                     f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"

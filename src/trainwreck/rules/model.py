@@ -23,59 +23,11 @@ from trainwreck.model import (
 )
 from trainwreck.rules import condition as cond
 from trainwreck.rules import regexes
+from trainwreck.rules.registry import DETECTORS, EVENT_DETECTORS, EVENTS, RANK_DETECTORS
 from trainwreck.rules.units import DECLARED_UNITS
 
 SCHEMA = "rule.schema.json"
 RESERVED = frozenset(cond.KEYWORDS)
-
-DETECTOR_DEFAULTS: dict[str, dict[str, Any]] = {
-    "periodic_stalls": {
-        "min_ratio": 1.2,
-        "min_mad": 6.0,
-        "min_excess": 0.0,
-        "min_count": 3,
-        "aligned_ranks": "all",
-        "step_tolerance": 1,
-        "max_interval_cv": 0.6,
-        "min_points": 20,
-        "warmup": 3,
-    },
-    "drift": {"min_increase": 0.15, "min_delta": 0.0, "peers": True, "min_points": 6},
-    "rank_outlier": {"min_mad": 5.0, "min_ratio": 1.1, "below": False},
-    "threshold": {"min_count": 1},
-    "cooccur": {"by": "time", "same_rank": False, "min_count": 1, "min_fraction": 0.0},
-    "correlation": {"min_r": 0.5, "min_points": 10},
-    "jump": {
-        "direction": "up",
-        "min_ratio": 3.0,
-        "min_delta": 0.0,
-        "window": 20,
-        "min_history": 5,
-        "min_count": 1,
-    },
-}
-DETECTOR_OUTPUTS: dict[str, tuple[str, ...]] = {
-    "periodic_stalls": (
-        "count",
-        "ratio",
-        "median",
-        "mad",
-        "spike",
-        "interval",
-        "interval_s",
-        "interval_cv",
-        "ranks",
-    ),
-    "drift": ("count", "increase", "delta", "rank"),
-    "rank_outlier": ("count", "rank", "ratio"),
-    "threshold": ("count", "max", "min", "rank"),
-    "cooccur": ("count", "fraction"),
-    "correlation": ("r", "count"),
-    "jump": ("count", "ratio", "index", "rank"),
-}
-# Detectors whose results are point events usable as a cooccur part.
-EVENT_DETECTORS = ("periodic_stalls", "threshold", "jump")
-RANK_DETECTORS = ("drift", "rank_outlier", "threshold", "jump")
 
 
 @dataclass
@@ -187,7 +139,7 @@ class _Scope:
             listing = ", ".join(sorted(known)) or "none"
             return f"matcher '{name}' has no capture '{field_name}' (captures: {listing})"
         kind = self.rule["detectors"][name]["kind"]
-        outputs = DETECTOR_OUTPUTS[kind]
+        outputs = DETECTORS[kind].outputs
         if field_name in outputs:
             return None
         return (
@@ -335,13 +287,14 @@ def validate_rule(
     for name, spec in detectors_in.items():
         kind, params = next(iter(spec.items()))
         base = ("detectors", name, kind)
-        settings = {**DETECTOR_DEFAULTS[kind], **(params or {})}
-        settings["kind"] = kind
-        for role in ("series", "with"):
-            if role in settings and settings[role] not in series_in:
-                problems.append(problem((*base, role), f"unknown series '{settings[role]}'"))
-        if kind == "cooccur":
-            for role in ("a", "b"):
+        detector = DETECTORS[kind]
+        settings = detector.settings(params)
+        if detector.inputs != EVENTS:
+            for role in detector.references:
+                if settings[role] not in series_in:
+                    problems.append(problem((*base, role), f"unknown series '{settings[role]}'"))
+        else:
+            for role in detector.references:
                 part = settings[role]
                 if part == name:
                     problems.append(problem((*base, role), "a detector cannot refer to itself"))
@@ -357,11 +310,11 @@ def validate_rule(
                             )
                 elif part in detectors_in:
                     other = next(iter(detectors_in[part]))
-                    if other not in EVENT_DETECTORS:
+                    if not DETECTORS[other].events:
                         problems.append(
                             problem(
                                 (*base, role),
-                                f"'{part}' is a {other} detector; cooccur takes matchers or {', '.join(EVENT_DETECTORS)} detectors",
+                                f"'{part}' is a {other} detector; {kind} takes matchers or {', '.join(EVENT_DETECTORS)} detectors",
                             )
                         )
                 else:
@@ -423,7 +376,7 @@ def validate_rule(
             problems.append(
                 problem(("report", "initiating_rank", how), f"unknown {kind_name} '{part}'")
             )
-        elif how == "detector" and detectors[part]["kind"] not in RANK_DETECTORS:
+        elif how == "detector" and not DETECTORS[detectors[part]["kind"]].names_rank:
             problems.append(
                 problem(
                     ("report", "initiating_rank", how),
@@ -455,8 +408,9 @@ def _detector_order(detectors: dict[str, dict[str, Any]]) -> tuple[list[str], st
             return name
         state[name] = 1
         spec = detectors[name]
-        if spec["kind"] == "cooccur":
-            for role in ("a", "b"):
+        detector = DETECTORS[spec["kind"]]
+        if detector.inputs == EVENTS:
+            for role in detector.references:
                 if spec[role] in detectors and spec[role] != name:
                     found = visit(spec[role])
                     if found:

@@ -12,6 +12,7 @@ import numpy as np
 from trainwreck.rules import detectors as det
 from trainwreck.rules.captures import Plan, plan_of
 from trainwreck.rules.reading import Skipped
+from trainwreck.rules.registry import DETECTORS, EVENTS
 
 MAX_EVIDENCE_PER_MATCHER = 24
 MAX_ROWS = 1_000_000  # kept capture values / events per matcher
@@ -107,8 +108,8 @@ class RuleRun:
         event_parts = {
             spec[role]
             for spec in rule["detectors"].values()
-            if spec["kind"] == "cooccur"
-            for role in ("a", "b")
+            if DETECTORS[spec["kind"]].inputs == EVENTS
+            for role in DETECTORS[spec["kind"]].references
         }
         for name in event_parts & set(rule["matchers"]):
             self.matchers[name].events = []
