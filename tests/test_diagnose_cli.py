@@ -322,12 +322,12 @@ def test_initiating_failure_ranks_first_and_competing_hypotheses_explain_why(tmp
     report = diagnose([str(log)], repo, use_installed=False)
     assert report.entries == ["gpu-fault", "collective-timeout", "other-thing"]
     first, second, third = report.findings
-    assert first["confidence"] < second["confidence"]  # ranked first anyway: it causes the other
-    assert any("gpu-fault causes collective-timeout" in c["why"] for c in first["competing"])
-    assert second["initiating_rank"] == 2  # the rank that never reported the timeout
-    assert sorted(second["ranks"]) == [0, 1, 3]
-    assert any("ranks lower: confidence 0.30" in c["why"] for c in second["competing"])
-    assert third["rank"] == 3
+    assert first.confidence < second.confidence  # ranked first anyway: it causes the other
+    assert any("gpu-fault causes collective-timeout" in c.why for c in first.competing)
+    assert second.initiating_rank == 2  # the rank that never reported the timeout
+    assert sorted(second.ranks) == [0, 1, 3]
+    assert any("ranks lower: confidence 0.30" in c.why for c in second.competing)
+    assert third.rank == 3
 
 
 def test_rules_of_one_entry_merge_into_one_finding(tmp_path):
@@ -344,9 +344,9 @@ def test_rules_of_one_entry_merge_into_one_finding(tmp_path):
     report = diagnose([str(log)], repo, use_installed=False)
     assert len(report.findings) == 1
     finding = report.findings[0]
-    assert finding["rules"] == ["r-one", "r-two"] and finding["rule"] == "r-one"
-    assert finding["confidence"] == pytest.approx(0.8)  # 1 - 0.4 * 0.5
-    assert [e["line"] for e in finding["evidence"]] == [1, 2]
+    assert finding.rules == ("r-one", "r-two") and finding.rule == "r-one"
+    assert finding.confidence == pytest.approx(0.8)  # 1 - 0.4 * 0.5
+    assert [e.line for e in finding.evidence] == [1, 2]
 
 
 def test_rules_option_accepts_a_bundle_or_a_folder(tmp_path):

@@ -180,9 +180,9 @@ def test_lone_carriage_returns_end_lines(tmp_path: Path, rules: RuleSet) -> None
     path.write_bytes((bar + f"[rank3]: {OOM}\rmore progress\r\n").encode())
     report = dg.diagnose([str(path)], rule_set=rules)
     assert "cuda-oom-capacity" in report.entries
-    evidence = report.findings[0]["evidence"][0]
-    assert evidence["line"] == 4001
-    assert evidence["text"].startswith("[rank3]: torch.OutOfMemoryError")
+    evidence = report.findings[0].evidence[0]
+    assert evidence.line == 4001
+    assert evidence.text.startswith("[rank3]: torch.OutOfMemoryError")
     assert report.stats["lines"] == 4002
     assert report.skipped == []
 
@@ -192,7 +192,7 @@ def test_crlf_line_ends_still_count_once(tmp_path: Path, rules: RuleSet) -> None
     path.write_bytes(b"a\r\nb\r\n" + f"[rank3]: {OOM}\r\n".encode())
     report = dg.diagnose([str(path)], rule_set=rules)
     assert report.stats["lines"] == 3
-    assert report.findings[0]["evidence"][0]["line"] == 3
+    assert report.findings[0].evidence[0].line == 3
 
 
 def test_distinct_ranks_are_capped_and_the_cap_is_reported(
@@ -208,7 +208,7 @@ def test_distinct_ranks_are_capped_and_the_cap_is_reported(
             handle.write(f"[rank{rank}]: DemoError: widget exploded after 2 s\n")
     report = dg.diagnose([str(path)], rule_set=demo)
     assert report.entries == ["demo-failure"]
-    assert report.findings[0]["ranks"] == list(range(1000))
+    assert list(report.findings[0].ranks) == list(range(1000))
     capped = [s for s in report.skipped if "distinct ranks" in s["reason"]]
     assert capped == [
         {
@@ -300,5 +300,5 @@ def test_detector_evidence_read_back_stops_at_a_lone_cr(tmp_path: Path, rules: R
         (tmp_path / log.name).write_bytes(log.read_bytes().replace(b"\n", b"\r"))
     report = dg.diagnose([str(tmp_path)], rule_set=rules)
     assert report.entries == ["python-gc-straggler"]
-    texts = [item["text"] for item in report.findings[0]["evidence"]]
+    texts = [item.text for item in report.findings[0].evidence]
     assert texts and all("\\x0d" not in text and "step_time=" in text for text in texts), texts

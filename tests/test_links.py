@@ -72,8 +72,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_more_link_without_a_site_is_left_out(repo: Path) -> None:
     report = diagnose([str(OOM_LOG)], repo, use_installed=False)
-    finding = next(f for f in report.findings if f["entry"] == ENTRY)
-    assert finding["url"] == ""
+    finding = next(f for f in report.findings if f.entry == ENTRY)
+    assert finding.url == ""
     text = format_text(report)
     assert "more:" not in text and "http" not in text.split("evidence:")[0]
 
@@ -83,8 +83,8 @@ def test_more_link_points_to_the_local_build(repo: Path) -> None:
     page.parent.mkdir(parents=True)
     page.write_text("<html></html>")
     report = diagnose([str(OOM_LOG)], repo, use_installed=False)
-    finding = next(f for f in report.findings if f["entry"] == ENTRY)
-    assert finding["url"] == page.resolve().as_uri()
+    finding = next(f for f in report.findings if f.entry == ENTRY)
+    assert finding.url == page.resolve().as_uri()
     assert f"more: {page.resolve().as_uri()}" in format_text(report)
 
 
@@ -92,5 +92,5 @@ def test_more_link_follows_the_configured_site(repo: Path, monkeypatch: pytest.M
     diagnose([str(OOM_LOG)], repo, use_installed=False)  # fills the rules cache without a URL
     monkeypatch.setenv("TRAINWRECK_SITE_URL", "https://kb.trainwreck-demo.net/")
     report = diagnose([str(OOM_LOG)], repo, use_installed=False)
-    finding = next(f for f in report.findings if f["entry"] == ENTRY)
-    assert finding["url"] == f"https://kb.trainwreck-demo.net/entries/{ENTRY}/"
+    finding = next(f for f in report.findings if f.entry == ENTRY)
+    assert finding.url == f"https://kb.trainwreck-demo.net/entries/{ENTRY}/"

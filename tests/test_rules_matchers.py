@@ -115,8 +115,8 @@ condition: 'gc and gc.duration_ms > 100 and count(gc) == 2'
     log = write(tmp_path / "probe.jsonl", "\n".join(json.dumps(x) for x in lines) + "\n{not json\n")
     report = run(rule, log)
     assert report.rules == {"t-rule"}
-    assert report.findings[0]["ranks"] == [1, 3]
-    assert report.findings[0]["initiating_rank"] == 3  # earliest by JSON t
+    assert list(report.findings[0].ranks) == [1, 3]
+    assert report.findings[0].initiating_rank == 3  # earliest by JSON t
 
 
 def test_block_matcher_start_end_capture_and_max_lines(tmp_path):
@@ -145,8 +145,8 @@ condition: 'tb.exc == "ValueError"'
     assert state.count == 1
     report = run(rule, good)
     assert report.rules == {"t-rule"}
-    assert [e["line"] for e in report.findings[0]["evidence"]] == [1, 5]
-    assert report.findings[0]["ranks"] == [1]
+    assert [e.line for e in report.findings[0].evidence] == [1, 5]
+    assert list(report.findings[0].ranks) == [1]
     # The end arrives too late (beyond max_lines): no block.
     late = write(
         tmp_path / "late.log",
@@ -255,7 +255,7 @@ def test_evidence_is_capped_per_matcher(tmp_path):
     state = scan(rule, log).matchers["b"]
     assert state.count == 10_000
     assert len(state.evidence) == eng.MAX_EVIDENCE_PER_MATCHER
-    assert len(run(rule, log).findings[0]["evidence"]) == 3
+    assert len(run(rule, log).findings[0].evidence) == 3
 
 
 def test_regex_anchor_matches_after_rank_prefix(tmp_path):

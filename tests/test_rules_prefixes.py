@@ -70,9 +70,9 @@ SHAPES = {
 def test_every_shape_reaches_the_rule(tmp_path, rule_set, shape):
     text, rank = SHAPES[shape]
     findings = entries(tmp_path, text, rule_set)
-    assert [f["entry"] for f in findings][:1] == [SHM], shape
+    assert [f.entry for f in findings][:1] == [SHM], shape
     if rank is not None:
-        assert findings[0]["ranks"] == [rank]
+        assert list(findings[0].ranks) == [rank]
 
 
 def test_rich_box_traceback_with_the_message_wrapped_inside(tmp_path, rule_set):
@@ -84,7 +84,7 @@ def test_rich_box_traceback_with_the_message_wrapped_inside(tmp_path, rule_set):
     lines = ["╭──── Traceback (most recent call last) ────╮", "│ " + frame.ljust(width) + " │"]
     lines += ["│ " + part.ljust(width) + " │" for part in body]
     lines += ["╰" + "─" * (width + 2) + "╯"]
-    assert [f["entry"] for f in entries(tmp_path, "\n".join(lines), rule_set)] == [SHM]
+    assert [f.entry for f in entries(tmp_path, "\n".join(lines), rule_set)] == [SHM]
 
 
 def test_message_split_after_a_word(tmp_path, rule_set):
@@ -93,7 +93,7 @@ def test_message_split_after_a_word(tmp_path, rule_set):
         "Bus error. It is possible that dataloader's workers are out of shared memory. \n"
         "Please try to raise your shared memory limit. \n"
     )
-    assert [f["entry"] for f in entries(tmp_path, text, rule_set)] == [SHM]
+    assert [f.entry for f in entries(tmp_path, text, rule_set)] == [SHM]
 
 
 def test_interleaved_ranks_keep_their_own_lines(tmp_path, rule_set):
@@ -107,7 +107,7 @@ def test_interleaved_ranks_keep_their_own_lines(tmp_path, rule_set):
             lines.append(f"[rank0]: {rank0[index]}")
         lines.append(f"[rank1]: {rank1[index]}")
     findings = entries(tmp_path, "\n".join(lines), rule_set)
-    assert findings[0]["entry"] == SHM and findings[0]["ranks"] == [1]
+    assert findings[0].entry == SHM and list(findings[0].ranks) == [1]
 
 
 def test_anchored_patterns_match_behind_prefixes(tmp_path, rule_set):
@@ -121,8 +121,8 @@ def test_anchored_patterns_match_behind_prefixes(tmp_path, rule_set):
         ]
     )
     findings = entries(tmp_path, text, rule_set)
-    assert [f["entry"] for f in findings] == ["checkpoint-truncated"]
-    assert findings[0]["ranks"] == [2]
+    assert [f.entry for f in findings] == ["checkpoint-truncated"]
+    assert list(findings[0].ranks) == [2]
 
 
 def test_normalize_keeps_line_count_and_evidence_lines(tmp_path, rule_set):
@@ -130,8 +130,8 @@ def test_normalize_keeps_line_count_and_evidence_lines(tmp_path, rule_set):
     shaped = prefixes.normalize_block(text.encode())
     assert shaped.count(b"\n") == text.encode().count(b"\n")
     findings = entries(tmp_path, text, rule_set)
-    evidence = findings[0]["evidence"][0]
-    assert evidence["line"] == 2  # the first line of the wrapped message
+    evidence = findings[0].evidence[0]
+    assert evidence.line == 2  # the first line of the wrapped message
 
 
 def test_unchanged_block_is_returned_as_is():

@@ -55,12 +55,12 @@ def test_rule_regression_log(rule_id, kind, log):
     if kind == "match":
         assert fired, f"{rule_id} did not fire on {log}"
         finding = report.findings[0]
-        assert finding["entry"] == rule["entry"]
-        assert finding["evidence"], "a finding must show evidence lines"
-        for item in finding["evidence"]:
-            assert item["line"] >= 1 and item["file"]
+        assert finding.entry == rule["entry"]
+        assert finding.evidence, "a finding must show evidence lines"
+        for item in finding.evidence:
+            assert item.line >= 1 and item.file
     else:
-        evidence = report.findings[0]["evidence"][:2] if report.findings else []
+        evidence = report.findings[0].evidence[:2] if report.findings else []
         assert not fired, f"{rule_id} fired on clean log {log}: {evidence}"
 
 

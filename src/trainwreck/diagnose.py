@@ -19,10 +19,11 @@ import os
 import stat
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trainwreck.findings import Competing, Evidence, Finding
 from trainwreck.rules import engine as eng
 from trainwreck.rules.bundle import BundleError, RuleSet, resolve
 from trainwreck.rules.detectors import rank_sort_key
@@ -47,7 +48,7 @@ class UsageError(Exception):
 
 @dataclass
 class Report:
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
@@ -56,7 +57,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "findings": self.findings,
+            "findings": [finding.to_json() for finding in self.findings],
             "suggestions": self.suggestions,
             "skipped": self.skipped,
             "stats": self.stats,
@@ -64,11 +65,11 @@ class Report:
 
     @property
     def entries(self) -> list[str]:
-        return [f["entry"] for f in self.findings]
+        return [f.entry for f in self.findings]
 
     @property
     def rules(self) -> set[str]:
-        return {rule for f in self.findings for rule in f["rules"]}
+        return {rule for f in self.findings for rule in f.rules}
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -166,24 +167,19 @@ def expand_inputs(
 # --- findings -------------------------------------------------------------------------------------
 
 
-def _rank_json(rank: Any) -> Any:
-    if isinstance(rank, list):
-        return [_rank_json(r) for r in rank]
-    return rank
-
-
 def _clean(value: float) -> float | None:
     return round(value, 4) if isinstance(value, float) and math.isfinite(value) else None
 
 
 def build_findings(
     outcomes: list[eng.RuleOutcome], scan: eng.ScanResult, entries: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[Finding]:
+    """One finding per entry whose rules fired (their confidences combined), in report order."""
     by_entry: dict[str, list[eng.RuleOutcome]] = {}
     for outcome in outcomes:
         if outcome.fired:
             by_entry.setdefault(outcome.rule["entry"], []).append(outcome)
-    findings: list[dict[str, Any]] = []
+    findings: list[Finding] = []
     for entry_id, group in by_entry.items():
         group.sort(key=lambda o: -o.confidence)
         best = group[0]
@@ -192,30 +188,6 @@ def build_findings(
             miss *= 1.0 - outcome.confidence
         confidence = min(0.99, 1.0 - miss)
         summary = entries.get(entry_id, {})
-        evidence: list[dict[str, Any]] = []
-        seen: set[tuple[int, int]] = set()
-        limit = max(o.rule["report"]["max_evidence"] for o in group)
-        for outcome in group:
-            per_rule = 0
-            for item in outcome.evidence:
-                key = (item.file, item.line)
-                if key in seen:
-                    continue
-                if per_rule >= outcome.rule["report"]["max_evidence"] or len(
-                    evidence
-                ) >= limit + 4 * (len(group) - 1):
-                    break
-                seen.add(key)
-                per_rule += 1
-                evidence.append(
-                    {
-                        "file": scan.files[item.file],
-                        "line": item.line,
-                        "text": item.text,
-                        "rank": _rank_json(item.rank),
-                        "part": f"{outcome.rule['id']}:{item.part}",
-                    }
-                )
         ranks: set[Any] = set()
         for outcome in group:
             ranks.update(outcome.ranks)
@@ -227,34 +199,63 @@ def build_findings(
             reasons.append(" ".join(parts))
         if len(group) > 1:
             reasons.append(f"{len(group)} rules agree: combined {confidence:.2f}")
-        notes = [note for outcome in group for note in outcome.notes]
         findings.append(
-            {
-                "entry": entry_id,
-                "rule": best.rule["id"],
-                "rules": [o.rule["id"] for o in group],
-                "title": summary.get("title", entry_id),
-                "rule_title": best.rule["title"],
-                "confidence": round(confidence, 4),
-                "ranks": [_rank_json(r) for r in sorted(ranks, key=rank_sort_key)],
-                "initiating_rank": _rank_json(initiating),
-                "evidence": evidence,
-                "root_cause": summary.get("root_cause", ""),
-                "fix": summary.get("fix", {"title": "", "steps": []}),
-                "verify": summary.get("verify", []),
-                "url": summary.get("url", ""),
-                "why": reasons,
-                "notes": notes,
-                "detectors": {
+            Finding(
+                entry=entry_id,
+                rule=best.rule["id"],
+                rules=tuple(o.rule["id"] for o in group),
+                title=summary.get("title", entry_id),
+                rule_title=best.rule["title"],
+                confidence=round(confidence, 4),
+                ranks=tuple(sorted(ranks, key=rank_sort_key)),
+                initiating_rank=initiating,
+                evidence=_evidence(group, scan),
+                root_cause=summary.get("root_cause", ""),
+                fix=summary.get("fix", {"title": "", "steps": []}),
+                verify=tuple(summary.get("verify", [])),
+                url=summary.get("url", ""),
+                why=tuple(reasons),
+                notes=tuple(note for outcome in group for note in outcome.notes),
+                detectors={
                     f"{o.rule['id']}:{name}": {k: _clean(v) for k, v in result.outputs.items()}
                     for o in group
                     for name, result in o.detectors.items()
                     if result.fired
                 },
-                "_first": min(o.first_key for o in group),
-            }
+                first=min(o.first_key for o in group),
+            )
         )
     return rank_findings(findings, entries)
+
+
+def _evidence(group: list[eng.RuleOutcome], scan: eng.ScanResult) -> tuple[Evidence, ...]:
+    """The evidence of an entry's rules (most confident first): each rule's own lines up to its
+    max_evidence, a line once, and a few more in all for each agreeing rule."""
+    evidence: list[Evidence] = []
+    seen: set[tuple[int, int]] = set()
+    limit = max(o.rule["report"]["max_evidence"] for o in group)
+    for outcome in group:
+        per_rule = 0
+        for item in outcome.evidence:
+            key = (item.file, item.line)
+            if key in seen:
+                continue
+            if per_rule >= outcome.rule["report"]["max_evidence"] or len(evidence) >= limit + 4 * (
+                len(group) - 1
+            ):
+                break
+            seen.add(key)
+            per_rule += 1
+            evidence.append(
+                Evidence(
+                    scan.files[item.file],
+                    item.line,
+                    item.text,
+                    item.rank,
+                    f"{outcome.rule['id']}:{item.part}",
+                )
+            )
+    return tuple(evidence)
 
 
 def _causes(entries: dict[str, dict[str, Any]], a: str, b: str) -> bool:
@@ -275,18 +276,16 @@ def _relation(entries: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
     return None
 
 
-def rank_findings(
-    findings: list[dict[str, Any]], entries: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
+def rank_findings(findings: list[Finding], entries: dict[str, dict[str, Any]]) -> list[Finding]:
     """Order findings: confidence, then earliest evidence; an entry that causes another found
     entry moves before it (the initiating failure first). Adds competing hypotheses."""
-    ordered = sorted(findings, key=lambda f: (-f["confidence"], f["_first"], f["entry"]))
+    ordered = sorted(findings, key=lambda f: (-f.confidence, f.first, f.entry))
     # Move causes before their effects (stable, bounded passes).
     for _ in range(len(ordered)):
         moved = False
         for i, effect in enumerate(ordered):
             for j in range(i + 1, len(ordered)):
-                if _causes(entries, ordered[j]["entry"], effect["entry"]):
+                if _causes(entries, ordered[j].entry, effect.entry):
                     ordered.insert(i, ordered.pop(j))
                     moved = True
                     break
@@ -294,35 +293,40 @@ def rank_findings(
                 break
         if not moved:
             break
-    for position, finding in enumerate(ordered):
-        competing = []
-        for other_position, other in enumerate(ordered):
-            if other is finding:
-                continue
-            relation = _relation(entries, finding["entry"], other["entry"])
-            if _causes(entries, finding["entry"], other["entry"]):
-                why = f"{finding['entry']} causes {other['entry']}: the initiating failure is named first"
-            elif _causes(entries, other["entry"], finding["entry"]):
-                why = f"{other['entry']} causes {finding['entry']}: it ranks first as the initiating failure"
-            elif other_position > position:
-                if other["confidence"] < finding["confidence"]:
-                    why = f"ranks lower: confidence {other['confidence']:.2f} < {finding['confidence']:.2f}"
-                else:
-                    why = "ranks lower: same confidence, later first evidence"
-            elif other["confidence"] > finding["confidence"]:
-                why = f"ranks higher: confidence {other['confidence']:.2f} > {finding['confidence']:.2f}"
+    return [
+        replace(
+            finding, competing=_competing(finding, position, ordered, entries), rank=position + 1
+        )
+        for position, finding in enumerate(ordered)
+    ]
+
+
+def _competing(
+    finding: Finding, position: int, ordered: list[Finding], entries: dict[str, dict[str, Any]]
+) -> tuple[Competing, ...]:
+    """Every other finding, and why it ranks above or below this one."""
+    competing = []
+    for other_position, other in enumerate(ordered):
+        if other is finding:
+            continue
+        relation = _relation(entries, finding.entry, other.entry)
+        if _causes(entries, finding.entry, other.entry):
+            why = f"{finding.entry} causes {other.entry}: the initiating failure is named first"
+        elif _causes(entries, other.entry, finding.entry):
+            why = f"{other.entry} causes {finding.entry}: it ranks first as the initiating failure"
+        elif other_position > position:
+            if other.confidence < finding.confidence:
+                why = f"ranks lower: confidence {other.confidence:.2f} < {finding.confidence:.2f}"
             else:
-                why = "ranks higher: same confidence, earlier first evidence"
-            if relation == "confused-with":
-                why += "; the two are often confused, compare their evidence"
-            competing.append(
-                {"entry": other["entry"], "confidence": other["confidence"], "why": why}
-            )
-        finding["competing"] = competing
-        finding["rank"] = position + 1
-    for finding in ordered:
-        finding.pop("_first", None)
-    return ordered
+                why = "ranks lower: same confidence, later first evidence"
+        elif other.confidence > finding.confidence:
+            why = f"ranks higher: confidence {other.confidence:.2f} > {finding.confidence:.2f}"
+        else:
+            why = "ranks higher: same confidence, earlier first evidence"
+        if relation == "confused-with":
+            why += "; the two are often confused, compare their evidence"
+        competing.append(Competing(other.entry, other.confidence, why))
+    return tuple(competing)
 
 
 # --- the API ------------------------------------------------------------------------------------
@@ -380,8 +384,7 @@ def diagnose(
             )
     fired = [o for o in outcomes if o.fired]
     eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
-    findings = build_findings(fired, scan, rule_set.entries)
-    link_local_pages(findings, root_path)
+    findings = link_local_pages(build_findings(fired, scan, rule_set.entries), root_path)
     skipped = [{"file": s.file, "reason": s.reason} for s in _dedupe(scan.skipped)]
     elapsed = time.perf_counter() - started
     unread = {s.file for s in scan.skipped if s.unread}
@@ -400,18 +403,20 @@ def diagnose(
     return report
 
 
-def link_local_pages(findings: list[dict[str, Any]], root: Path) -> None:
+def link_local_pages(findings: list[Finding], root: Path) -> list[Finding]:
     """Without a published site, point each finding at its page in the local build
     (site/entries/<id>/index.html from `trainwreck build`) when there is one, else at nothing."""
+    linked = []
     for finding in findings:
-        if finding.get("url"):
-            continue
-        page = root / "site" / "entries" / str(finding["entry"]) / "index.html"
-        finding["url"] = page.resolve().as_uri() if page.is_file() else ""
+        if not finding.url:
+            page = root / "site" / "entries" / str(finding.entry) / "index.html"
+            finding = replace(finding, url=page.resolve().as_uri() if page.is_file() else "")
+        linked.append(finding)
+    return linked
 
 
 def _suggestions(
-    findings: list[dict[str, Any]], inputs: list[tuple[str, Any]], rule_set: RuleSet
+    findings: list[Finding], inputs: list[tuple[str, Any]], rule_set: RuleSet
 ) -> list[dict[str, Any]]:
     """Closest entries by text similarity, only when no rule fired and the log has error lines."""
     if findings or not rule_set.text_index:
@@ -495,37 +500,35 @@ def format_text(report: Report) -> str:
     for finding in report.findings:
         lines.append("")
         lines.append(
-            f"{finding['rank']}. {finding['title']}  [{finding['entry']}]  confidence {_pct(finding['confidence'])}"
+            f"{finding.rank}. {finding.title}  [{finding.entry}]  confidence {_pct(finding.confidence)}"
         )
-        lines.append(f"   seen: {finding['rule_title']} (rules: {', '.join(finding['rules'])})")
-        ranks = ", ".join(str(r) for r in finding["ranks"]) or "unknown"
-        initiating = finding["initiating_rank"]
+        lines.append(f"   seen: {finding.rule_title} (rules: {', '.join(finding.rules)})")
+        ranks = ", ".join(str(r) for r in finding.ranks) or "unknown"
+        initiating = finding.initiating_rank
         lines.append(
             f"   ranks: {ranks}; initiating rank: {initiating if initiating is not None else 'not determined'}"
         )
-        for reason in finding["why"]:
+        for reason in finding.why:
             lines.append(f"   why: {reason}")
-        for note in finding["notes"]:
+        for note in finding.notes:
             lines.append(f"   note: {note}")
-        if finding["evidence"]:
+        if finding.evidence:
             lines.append("   evidence:")
-            for item in finding["evidence"]:
-                lines.append(f"     {shown_name(item['file'])}:{item['line']}: {item['text']}")
-        if finding["root_cause"]:
-            lines.append(f"   root cause: {finding['root_cause']}")
-        fix = finding["fix"]
+            for item in finding.evidence:
+                lines.append(f"     {shown_name(item.file)}:{item.line}: {item.text}")
+        if finding.root_cause:
+            lines.append(f"   root cause: {finding.root_cause}")
+        fix = finding.fix
         if fix.get("title"):
             lines.append(f"   fix: {fix['title']}")
             for number, step in enumerate(fix.get("steps", []), start=1):
                 lines.append(f"     {number}. " + step.replace("\n", "\n        "))
-        for step in finding["verify"]:
+        for step in finding.verify:
             lines.append("   verify: " + step.replace("\n", "\n        "))
-        if finding["url"]:
-            lines.append(f"   more: {finding['url']}")
-        for other in finding["competing"]:
-            lines.append(
-                f"   competing: {other['entry']} ({_pct(other['confidence'])}): {other['why']}"
-            )
+        if finding.url:
+            lines.append(f"   more: {finding.url}")
+        for other in finding.competing:
+            lines.append(f"   competing: {other.entry} ({_pct(other.confidence)}): {other.why}")
     if report.skipped:
         lines.append("")
         lines.append("Skipped:")
@@ -559,38 +562,35 @@ def format_markdown(report: Report) -> str:
                 f"- `{item['entry']}` (similarity {_pct(item['score'])}): {_md(item['line'])}"
             )
     for finding in report.findings:
-        out += ["", f"## {finding['rank']}. {finding['title']}", ""]
+        out += ["", f"## {finding.rank}. {finding.title}", ""]
         out.append(
-            f"- **Entry:** [{finding['entry']}]({finding['url']})"
-            if finding["url"]
-            else f"- **Entry:** {finding['entry']}"
+            f"- **Entry:** [{finding.entry}]({finding.url})"
+            if finding.url
+            else f"- **Entry:** {finding.entry}"
         )
-        out.append(f"- **Confidence:** {_pct(finding['confidence'])} ({'; '.join(finding['why'])})")
-        out.append(f"- **Rules:** {', '.join(finding['rules'])}")
-        ranks = ", ".join(str(r) for r in finding["ranks"]) or "unknown"
+        out.append(f"- **Confidence:** {_pct(finding.confidence)} ({'; '.join(finding.why)})")
+        out.append(f"- **Rules:** {', '.join(finding.rules)}")
+        ranks = ", ".join(str(r) for r in finding.ranks) or "unknown"
         out.append(
-            f"- **Ranks:** {ranks}; **initiating rank:** {finding['initiating_rank'] if finding['initiating_rank'] is not None else 'not determined'}"
+            f"- **Ranks:** {ranks}; **initiating rank:** {finding.initiating_rank if finding.initiating_rank is not None else 'not determined'}"
         )
-        if finding["root_cause"]:
-            out.append(f"- **Root cause:** {finding['root_cause']}")
-        if finding["evidence"]:
+        if finding.root_cause:
+            out.append(f"- **Root cause:** {finding.root_cause}")
+        if finding.evidence:
             out += ["", "| file:line | text |", "|---|---|"]
-            for item in finding["evidence"]:
+            for item in finding.evidence:
                 out.append(
-                    f"| `{_md(shown_name(item['file']))}:{item['line']}` | `{_md(item['text'][:200])}` |"
+                    f"| `{_md(shown_name(item.file))}:{item.line}` | `{_md(item.text[:200])}` |"
                 )
-        fix = finding["fix"]
+        fix = finding.fix
         if fix.get("title"):
             out += ["", f"**Fix: {fix['title']}**", ""]
             out += [f"{n}. {_md(step)}" for n, step in enumerate(fix.get("steps", []), start=1)]
-        if finding["verify"]:
-            out += ["", "**Verify:**", ""] + [f"- {_md(step)}" for step in finding["verify"]]
-        if finding["competing"]:
+        if finding.verify:
+            out += ["", "**Verify:**", ""] + [f"- {_md(step)}" for step in finding.verify]
+        if finding.competing:
             out += ["", "**Competing hypotheses:**", ""]
-            out += [
-                f"- {o['entry']} ({_pct(o['confidence'])}): {o['why']}"
-                for o in finding["competing"]
-            ]
+            out += [f"- {o.entry} ({_pct(o.confidence)}): {o.why}" for o in finding.competing]
     if report.skipped:
         out += ["", "## Skipped", ""] + [
             f"- `{_md(shown_name(s['file']))}`: {s['reason']}" for s in report.skipped
@@ -654,7 +654,7 @@ def run(args: argparse.Namespace) -> int:
         )
         for warning in report.warnings:
             print(f"trainwreck: warning: {warning}", file=sys.stderr)
-        report.findings = [f for f in report.findings if f["confidence"] >= args.min_confidence]
+        report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]
         text = render(report, args.format)
     except UsageError as exc:
         print(f"trainwreck: {exc}", file=sys.stderr)

@@ -64,9 +64,9 @@ def run_rule_tests(
             if kind == "match" and not fired:
                 problems.append(where(kind, index, f"rule did not fire on '{item}' (it must)"))
             if kind == "clean" and fired:
-                evidence = report.findings[0]["evidence"][:1]
-                shown = os.path.relpath(evidence[0]["file"], root) if evidence else ""
-                at = f" (first evidence {shown}:{evidence[0]['line']})" if evidence else ""
+                evidence = report.findings[0].evidence[:1]
+                shown = os.path.relpath(evidence[0].file, root) if evidence else ""
+                at = f" (first evidence {shown}:{evidence[0].line})" if evidence else ""
                 problems.append(where(kind, index, f"rule fired on clean log '{item}'{at}"))
     return problems
 
