@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from trainwreck.rules import condition as cond
+from trainwreck.rules import condition_nodes as nodes
 
 
 class Scope:
@@ -69,7 +70,13 @@ def parse(text: str):
 
 def test_precedence_not_and_or():
     tree = parse("a or b and not c")
-    assert tree == ["or", [["name", "a"], ["and", [["name", "b"], ["not", ["name", "c"]]]]]]
+    assert tree == nodes.Or(
+        (nodes.Name("a"), nodes.And((nodes.Name("b"), nodes.Not(nodes.Name("c")))))
+    )
+    assert tree.to_json() == [
+        "or",
+        [["name", "a"], ["and", [["name", "b"], ["not", ["name", "c"]]]]],
+    ]
     assert cond.evaluate(tree, Ctx({"a": False, "b": True, "c": False}))
     assert not cond.evaluate(tree, Ctx({"a": False, "b": True, "c": True}))
     assert cond.evaluate(parse("(a or b) and c"), Ctx({"a": True, "c": True}))
@@ -78,7 +85,7 @@ def test_precedence_not_and_or():
 
 def test_n_of():
     tree = parse("2 of (a, b, c)")
-    assert tree[0] == "nof" and tree[1] == 2
+    assert isinstance(tree, nodes.NOf) and tree.needed == 2 and len(tree.items) == 3
     assert cond.evaluate(tree, Ctx({"a": True, "c": True}))
     assert not cond.evaluate(tree, Ctx({"b": True}))
     assert cond.evaluate(
@@ -88,7 +95,7 @@ def test_n_of():
 
 def test_arithmetic_precedence_and_any_row_semantics():
     tree = parse("oom.unalloc > 0.2 * oom.req + 1")
-    assert tree == [
+    assert tree.to_json() == [
         "cmp",
         ">",
         ["attr", "oom", "unalloc"],
@@ -112,10 +119,10 @@ def test_missing_values_and_division_by_zero_do_not_match():
 
 
 def test_units_in_literals():
-    assert parse("oom.req >= 1GiB")[3] == ["num", float(1 << 30)]
-    assert parse("oom.req > 2.5MB")[3] == ["num", 2.5e6]
-    assert parse("stalls.ratio > 300ms")[3] == ["num", 300.0]
-    assert parse("stalls.ratio > 2s")[3] == ["num", 2000.0]
+    assert parse("oom.req >= 1GiB").right == nodes.Num(float(1 << 30))
+    assert parse("oom.req > 2.5MB").right == nodes.Num(2.5e6)
+    assert parse("stalls.ratio > 300ms").to_json()[3] == ["num", 300.0]
+    assert parse("stalls.ratio > 2s").to_json()[3] == ["num", 2000.0]
 
 
 def test_count_and_detector_outputs():
@@ -128,7 +135,7 @@ def test_count_and_detector_outputs():
 
 def test_string_comparison():
     tree = parse('oom.name == "OutOfMemoryError"')
-    assert tree[0] == "streq"
+    assert tree == nodes.StrEq("==", nodes.Attr("oom", "name"), "OutOfMemoryError")
     assert cond.evaluate(tree, Ctx(strings={("oom", "name"): ["RuntimeError", "OutOfMemoryError"]}))
     assert not cond.evaluate(tree, Ctx(strings={("oom", "name"): ["RuntimeError"]}))
     assert cond.evaluate(parse("oom.name != 'x'"), Ctx(strings={("oom", "name"): ["y"]}))
@@ -138,6 +145,46 @@ def test_referenced_fields_and_names_walk_every_branch():
     tree = parse("(oom and oom.unalloc > 1) or (step and step.ms > 2) or 2 of (a, b, count(c) > 1)")
     assert cond.referenced_fields(tree) == {("oom", "unalloc"), ("step", "ms")}
     assert cond.referenced_names(tree) == {"oom", "step", "a", "b", "c"}
+    # the JSON form, as the bundle stores it, reads the same
+    assert cond.referenced_fields(tree.to_json()) == {("oom", "unalloc"), ("step", "ms")}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a or b and not c",
+        "2 of (a, b, c)",
+        "oom.unalloc > 0.2 * oom.req + 1",
+        "-oom.req < -(2 - 1) and oom.req / 2 == 2.5",
+        'oom.name != "x" or count(step) > 50 or true',
+    ],
+)
+def test_the_json_form_reads_back_to_the_same_tree(text):
+    tree = parse(text)
+    assert cond.from_json(tree.to_json()) == tree
+    ctx = Ctx(
+        {"a": True, "c": True},
+        columns={("oom", "req"): [5.0], ("oom", "unalloc"): [500.0]},
+        counts={"step": 51},
+        strings={("oom", "name"): ["y"]},
+    )
+    assert cond.evaluate(tree.to_json(), ctx) == cond.evaluate(tree, ctx)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        ["nope"],
+        ["cmp", ">", ["name", "a"], ["num", 1.0]],
+        ["not", ["num", 1.0]],
+        "a",
+        ["streq", "==", ["num", 1.0], "x"],
+    ],
+)
+def test_a_malformed_json_form_is_refused(data):
+    with pytest.raises(ValueError):
+        cond.from_json(data)
 
 
 @pytest.mark.parametrize(

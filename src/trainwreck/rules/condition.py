@@ -15,21 +15,42 @@ Grammar (lowest precedence first):
              | NAME ['.' FIELD]
              | '(' expr ')'
 
-Nothing is ever evaluated as Python. The parse result is a JSON-serialisable tree of lists, so
-the compiled bundle stores it and the engine never re-parses. Types are checked while parsing:
+Nothing is ever evaluated as Python. The parse result is a tree of node classes (below): boolean
+nodes answer `holds(ctx)`, number nodes `value(ctx)`; evaluation dispatches on the node's class.
+Each node has a JSON form (`to_json`, read back by `from_json`): a list whose first item names
+the node, which the compiled bundle stores, so the engine never re-parses. Types are checked while parsing:
 a condition is boolean; arithmetic is over numbers; one comparison uses captures of at most one
 matcher (a comparison holds when any single match satisfies it).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from trainwreck.rules.condition_nodes import (
+    And,
+    Arith,
+    Attr,
+    Bool,
+    Compare,
+    Condition,
+    Count,
+    Name,
+    Neg,
+    Node,
+    NOf,
+    Not,
+    Num,
+    Or,
+    Str,
+    StrEq,
+    as_tree,
+    from_json,
+)
 from trainwreck.rules.units import FACTORS
 
 KEYWORDS = frozenset({"and", "or", "not", "of", "count", "true", "false"})
@@ -37,7 +58,17 @@ COMPARE_OPS = ("<=", ">=", "==", "!=", "<", ">")
 MAX_LENGTH = 4000
 MAX_DEPTH = 60
 
-Node = list[Any]
+
+class Context(Protocol):
+    """What evaluation reads: the rule's matchers and detectors after the scan."""
+
+    def truth(self, name: str) -> bool: ...
+
+    def count(self, name: str) -> float: ...
+
+    def numbers(self, part: str, field: str) -> np.ndarray | float: ...
+
+    def strings(self, part: str, field: str) -> list[str]: ...
 
 
 class ConditionError(Exception):
@@ -195,7 +226,7 @@ class Parser:
         return None
 
     # -- grammar
-    def parse(self) -> Node:
+    def parse(self) -> Condition:
         if self.peek().kind == "end":
             raise ConditionError(0, "empty condition")
         result = self.expr()
@@ -232,7 +263,7 @@ class Parser:
         if len(items) == 1:
             return first
         self.as_bool(first)
-        return _Typed(["or", [item.node for item in items]], "bool", offset=first.offset)
+        return _Typed(Or(tuple(item.node for item in items)), "bool", offset=first.offset)
 
     def and_(self) -> _Typed:
         first = self.not_()
@@ -242,7 +273,7 @@ class Parser:
         if len(items) == 1:
             return first
         self.as_bool(first)
-        return _Typed(["and", [item.node for item in items]], "bool", offset=first.offset)
+        return _Typed(And(tuple(item.node for item in items)), "bool", offset=first.offset)
 
     def not_(self) -> _Typed:
         token = self.keyword("not")
@@ -250,7 +281,7 @@ class Parser:
             self.nest()
             inner = self.as_bool(self.not_())
             self.depth -= 1
-            return _Typed(["not", inner.node], "bool", offset=token.offset)
+            return _Typed(Not(inner.node), "bool", offset=token.offset)
         return self.compare()
 
     def compare(self) -> _Typed:
@@ -289,15 +320,13 @@ class Parser:
                 )
             # A capture compared with a string literal: compare texts.
             field, literal = (left, right) if right.type == "str" else (right, left)
-            if literal.type != "str" or field.node[0] != "attr":
+            if literal.type != "str" or not isinstance(field.node, Attr):
                 raise ConditionError(
                     op.offset,
                     'compare a capture with a quoted string, e.g. exc.name == "OutOfMemoryError"',
                 )
-            return _Typed(
-                ["streq", op.text, field.node, literal.node[1]], "bool", offset=left.offset
-            )
-        return _Typed(["cmp", op.text, left.node, right.node], "bool", offset=left.offset)
+            return _Typed(StrEq(op.text, field.node, literal.node.text), "bool", offset=left.offset)
+        return _Typed(Compare(op.text, left.node, right.node), "bool", offset=left.offset)
 
     def arith(self, op: Token, left: _Typed, right: _Typed) -> _Typed:
         for side in (left, right):
@@ -311,7 +340,7 @@ class Parser:
             )
         matcher = left.matcher or right.matcher
         kind = "nums" if "nums" in (left.type, right.type) else "num"
-        return _Typed(["bin", op.text, left.node, right.node], kind, matcher, left.offset)
+        return _Typed(Arith(op.text, left.node, right.node), kind, matcher, left.offset)
 
     def sum(self) -> _Typed:
         return self.chain("+-", self.product)
@@ -347,7 +376,7 @@ class Parser:
                 self.depth -= 1
             if inner.type not in ("num", "nums"):
                 raise ConditionError(token.offset, "'-' needs a number")
-            return _Typed(["neg", inner.node], inner.type, inner.matcher, token.offset)
+            return _Typed(Neg(inner.node), inner.type, inner.matcher, token.offset)
         return self.atom()
 
     def atom(self) -> _Typed:
@@ -358,10 +387,10 @@ class Parser:
             self.pos += 1
             if self.keyword("of"):
                 return self.n_of(token)
-            return _Typed(["num", token.value], "num", offset=token.offset)
+            return _Typed(Num(token.value), "num", offset=token.offset)
         if token.kind == "str":
             self.pos += 1
-            return _Typed(["str", token.value], "str", offset=token.offset)
+            return _Typed(Str(token.value), "str", offset=token.offset)
         if token.kind == "op" and token.text == "(":
             self.pos += 1
             inner = self.expr()
@@ -386,13 +415,13 @@ class Parser:
                 number.offset,
                 f"'{int(value)} of' needs at least {int(value)} conditions, found {len(items)}",
             )
-        return _Typed(["nof", int(value), items], "bool", offset=number.offset)
+        return _Typed(NOf(int(value), tuple(items)), "bool", offset=number.offset)
 
     def name_atom(self) -> _Typed:
         token = self.next()
         name = token.text
         if name in ("true", "false"):
-            return _Typed(["bool", name == "true"], "bool", offset=token.offset)
+            return _Typed(Bool(name == "true"), "bool", offset=token.offset)
         if name == "count":
             if not self.accept("op", "("):
                 raise ConditionError(token.offset, "'count' is reserved: write count(NAME)")
@@ -401,7 +430,7 @@ class Parser:
                 raise ConditionError(target.offset, "count(...) takes a matcher or detector name")
             self.resolve(target, allow=("matcher", "detector"))
             self.expect("op", ")", "')'")
-            return _Typed(["count", target.text], "num", offset=token.offset)
+            return _Typed(Count(target.text), "num", offset=token.offset)
         if name in KEYWORDS:
             raise ConditionError(token.offset, f"unexpected keyword '{name}'")
         kind = self.resolve(token, allow=("matcher", "detector"))
@@ -415,9 +444,9 @@ class Parser:
             if problem:
                 raise ConditionError(field.offset, problem)
             if kind == "matcher":
-                return _Typed(["attr", name, field.text], "nums", name, token.offset)
-            return _Typed(["attr", name, field.text], "num", None, token.offset)
-        return _Typed(["name", name], "bool", offset=token.offset)
+                return _Typed(Attr(name, field.text), "nums", name, token.offset)
+            return _Typed(Attr(name, field.text), "num", None, token.offset)
+        return _Typed(Name(name), "bool", offset=token.offset)
 
     def resolve(self, token: Token, allow: Sequence[str]) -> str:
         kind = self.scope.kind(token.text)
@@ -432,136 +461,71 @@ class Parser:
         return kind
 
 
-def parse(source: str, scope: Scope) -> tuple[Node, set[str]]:
+def parse(source: str, scope: Scope) -> tuple[Condition, set[str]]:
     """Parse and type-check a condition. Returns the tree and the part names it uses."""
     parser = Parser(source, scope)
     return parser.parse(), parser.names
 
 
-def _walk(item: Any, visit: Callable[[list[Any]], bool]) -> None:
+def _walk(node: Node, visit: Callable[[Node], bool]) -> None:
     """Visit every node of a tree; `visit` returns True to stop descending."""
-    if not isinstance(item, list) or not item:
+    if visit(node):
         return
-    if not isinstance(item[0], str):  # a list of nodes (the items of and / or / N of)
-        for child in item:
-            _walk(child, visit)
-        return
-    if visit(item):
-        return
-    for child in item[1:]:
+    for child in node.children():
         _walk(child, visit)
 
 
-def referenced_fields(node: Node) -> set[tuple[str, str]]:
-    """(part, field) pairs read by the tree (the engine keeps those captures' values)."""
+def referenced_fields(tree: Node | list[Any]) -> set[tuple[str, str]]:
+    """(part, field) pairs read by the tree (the engine keeps those captures' values); the tree
+    or its JSON form."""
     found: set[tuple[str, str]] = set()
 
-    def visit(item: list[Any]) -> bool:
-        if item[0] == "attr":
-            found.add((item[1], item[2]))
+    def visit(node: Node) -> bool:
+        if isinstance(node, Attr):
+            found.add((node.part, node.field))
             return True
         return False
 
-    _walk(node, visit)
+    _walk(as_tree(tree), visit)
     return found
 
 
-def referenced_names(node: Node) -> set[str]:
+def referenced_names(tree: Node | list[Any]) -> set[str]:
+    """The matchers and detectors the tree names; the tree or its JSON form."""
     found: set[str] = set()
 
-    def visit(item: list[Any]) -> bool:
-        if item[0] in ("name", "count", "attr"):
-            found.add(item[1])
+    def visit(node: Node) -> bool:
+        if isinstance(node, (Name, Count)):
+            found.add(node.name)
+            return True
+        if isinstance(node, Attr):
+            found.add(node.part)
             return True
         return False
 
-    _walk(node, visit)
+    _walk(as_tree(tree), visit)
     return found
 
 
-# --- evaluation ------------------------------------------------------------------------------
+def evaluate(tree: Node | list[Any], ctx: Context) -> bool:
+    """Evaluate a parsed condition (the tree or its JSON form). Comparisons over a matcher's
+    values hold when any single match satisfies them."""
+    node = as_tree(tree)
+    if not isinstance(node, Condition):
+        raise ValueError(f"not a condition node: {node.tag}")
+    return bool(node.holds(ctx))
 
 
-class Context(Protocol):
-    def truth(self, name: str) -> bool: ...
-
-    def count(self, name: str) -> float: ...
-
-    def numbers(self, part: str, field: str) -> np.ndarray | float: ...
-
-    def strings(self, part: str, field: str) -> list[str]: ...
-
-
-def evaluate(node: Node, ctx: Context) -> bool:
-    """Evaluate a parsed condition. Vector comparisons hold when any element satisfies them."""
-    return bool(_eval(node, ctx))
-
-
-_CMP: dict[str, Callable[[Any, Any], Any]] = {
-    "<": np.less,
-    "<=": np.less_equal,
-    ">": np.greater,
-    ">=": np.greater_equal,
-    "==": np.equal,
-    "!=": np.not_equal,
-}
-
-
-def _eval(node: Node, ctx: Context) -> Any:
-    op = node[0]
-    if op == "or":
-        return any(_eval(item, ctx) for item in node[1])
-    if op == "and":
-        return all(_eval(item, ctx) for item in node[1])
-    if op == "not":
-        return not _eval(node[1], ctx)
-    if op == "nof":
-        needed = node[1]
-        hits = 0
-        for item in node[2]:
-            hits += bool(_eval(item, ctx))
-            if hits >= needed:
-                return True
-        return False
-    if op == "bool":
-        return node[1]
-    if op == "name":
-        return ctx.truth(node[1])
-    if op == "cmp":
-        with np.errstate(all="ignore"):
-            left = _num(node[2], ctx)
-            right = _num(node[3], ctx)
-            result = _CMP[node[1]](left, right)
-        return bool(np.any(result))
-    if op == "streq":
-        values = ctx.strings(node[2][1], node[2][2])
-        equal = any(value == node[3] for value in values)
-        if node[1] == "==":
-            return equal
-        return any(value != node[3] for value in values)
-    raise ValueError(f"not a condition node: {op}")
-
-
-def _num(node: Node, ctx: Context) -> Any:
-    op = node[0]
-    if op == "num":
-        return node[1]
-    if op == "count":
-        return ctx.count(node[1])
-    if op == "attr":
-        return ctx.numbers(node[1], node[2])
-    if op == "neg":
-        return -_num(node[1], ctx)
-    if op == "bin":
-        left = _num(node[2], ctx)
-        right = _num(node[3], ctx)
-        if node[1] == "+":
-            return left + right
-        if node[1] == "-":
-            return left - right
-        if node[1] == "*":
-            return left * right
-        divisor = np.asarray(right, dtype=float)
-        divisor = np.where(divisor == 0, math.nan, divisor)
-        return np.asarray(left, dtype=float) / divisor
-    raise ValueError(f"not a number node: {op}")
+__all__ = [
+    "Condition",
+    "ConditionError",
+    "Context",
+    "Node",
+    "Scope",
+    "evaluate",
+    "from_json",
+    "parse",
+    "referenced_fields",
+    "referenced_names",
+    "tokenize",
+]

@@ -353,12 +353,13 @@ def validate_rule(
             problems.append(problem(("boost", part), f"unknown part '{part}'", key=True))
 
     try:
+        tree: cond.Condition | None
         tree, names = cond.parse(data["condition"], _Scope(rule, captures))
-        rule["condition_ast"] = tree
+        rule["condition_ast"] = tree.to_json()  # the bundle stores the tree's JSON form
     except cond.ConditionError as exc:
         line, column = scalar_position(document, source_text, ("condition",), exc.offset)
         problems.append(Problem(document.file, line, column, "condition", exc.message))
-        names = set()
+        tree, names = None, set()
 
     report_in = data.get("report") or {}
     evidence = list(
@@ -390,7 +391,7 @@ def validate_rule(
     }
     rule["fields"] = sorted(
         [part, name]
-        for part, name in cond.referenced_fields(rule.get("condition_ast") or ["bool", True])
+        for part, name in (cond.referenced_fields(tree) if tree is not None else set())
         if part in matchers
     )
     return problems, (rule if not problems else None)
