@@ -101,7 +101,7 @@ def explain(
         }
         for name, result in outcome.detectors.items()
     }
-    context = eng._Context(run, outcome.detectors)
+    context = eng.RuleContext(run, outcome.detectors)
     names = {}
     tree = rule.get("condition_ast")
     if tree is not None:
@@ -137,6 +137,7 @@ def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, 
     import re2
 
     from trainwreck.rules import prefixes, regexes
+    from trainwreck.rules.reading import read_head
 
     options, ignore_case = regexes.literal_options(pattern)
     if not options:
@@ -150,14 +151,8 @@ def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, 
     full = regexes.compile(pattern)
     found: list[dict[str, Any]] = []
     for display, source in inputs:
-        if not isinstance(source, (str, Path)) or str(source) == "-":
-            continue
-        try:
-            with open(source, "rb") as handle:
-                data = handle.read(NEAR_MISS_BYTES)
-        except OSError:
-            continue
-        if data[:2] == b"\x1f\x8b":
+        data = read_head(source, NEAR_MISS_BYTES)
+        if data is None:
             continue
         for number, line in enumerate(prefixes.normalize_block(data).split(b"\n"), 1):
             body = prefixes.split_prefix(line)[1]

@@ -14,7 +14,7 @@ The engine is split by job (dependencies point down this list):
 
 from __future__ import annotations
 
-from trainwreck.rules.evaluation import RuleOutcome, evaluate, fill_evidence_text
+from trainwreck.rules.evaluation import RuleContext, RuleOutcome, evaluate, fill_evidence_text
 from trainwreck.rules.lineinfo import parse_time, rank_from_path, rank_number, split_prefix
 from trainwreck.rules.reading import MAX_LINE, GzipDamage, evidence_text, lone_cr_to_lf
 from trainwreck.rules.scanning import Engine
@@ -41,6 +41,7 @@ __all__ = [
     "Evidence",
     "GzipDamage",
     "MatcherState",
+    "RuleContext",
     "RuleOutcome",
     "RuleRun",
     "ScanResult",

@@ -40,7 +40,9 @@ class RuleOutcome:
     error: str | None = None
 
 
-class _Context:
+class RuleContext:
+    """What a rule's condition reads after the scan (condition.Context): its matchers and detectors."""
+
     def __init__(self, run: RuleRun, results: dict[str, det.DetectorResult]):
         self.run = run
         self.results = results
@@ -111,7 +113,7 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
                     f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"
                 )
         results[name] = result
-    context = _Context(run, results)
+    context = RuleContext(run, results)
     fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
     boosts: dict[str, float] = {}
     for part, amount in rule["boost"].items():

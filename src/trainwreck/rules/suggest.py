@@ -198,26 +198,13 @@ def error_lines(
     """Error-like lines of the logs (files only; stdin was consumed by the scan), read through
     the paste-shape layer, with their file and line number."""
     from trainwreck.rules import prefixes
+    from trainwreck.rules.reading import read_head
 
     found: list[tuple[str, int, str]] = []
     for display, source in inputs:
-        if not isinstance(source, str) and not hasattr(source, "__fspath__"):
+        data = read_head(source, READ_LIMIT)
+        if data is None:
             continue
-        if str(source) == "-":
-            continue
-        try:
-            with open(source, "rb") as handle:
-                data = handle.read(READ_LIMIT)
-        except OSError:
-            continue
-        if data[:2] == b"\x1f\x8b":
-            import gzip
-            import zlib
-
-            try:
-                data = gzip.decompress(data)[:READ_LIMIT]
-            except (OSError, EOFError, zlib.error):
-                continue
         if b"\x00" in data[:8192]:
             continue  # binary
         shaped = prefixes.normalize_block(data)
