@@ -79,7 +79,7 @@ def explain(
             matchers[name]["near_misses"] = _near_misses(rule["matchers"][name]["regex"], inputs)
     series = {
         name: {
-            str(rank): {
+            _series_label(rank, files): {
                 "points": int(buffer.points().value.size),
                 "min": _number(np.nanmin(buffer.points().value))
                 if buffer.points().value.size
@@ -162,6 +162,12 @@ def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, 
                 if len(found) >= MAX_LINES:
                     return found
     return found
+
+
+def _series_label(rank: Any, files: list[str]) -> str:
+    """A series' rank, or for lines without one, the file they come from."""
+    file_id = getattr(rank, "file", None)  # state.UnrankedFile
+    return f"unranked ({files[file_id]})" if isinstance(file_id, int) else str(rank)
 
 
 def _why(rule: dict[str, Any], fired: bool, names: dict[str, Any]) -> str:

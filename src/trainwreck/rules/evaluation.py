@@ -21,6 +21,7 @@ from trainwreck.rules.state import (
     MatcherState,
     RuleRun,
     ScanResult,
+    UnrankedFile,
 )
 from trainwreck.rules.units import to_number
 
@@ -112,7 +113,7 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
                 notes.append(
                     f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"
                 )
-        results[name] = result
+        results[name] = _unknown_ranks(result)
     context = RuleContext(run, results)
     fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
     boosts: dict[str, float] = {}
@@ -178,6 +179,20 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
         first_key,
         notes,
     )
+
+
+def _unknown_ranks(result: det.DetectorResult) -> det.DetectorResult:
+    """A detector's result with series of unranked files (state.UnrankedFile) named rank None,
+    as their lines are."""
+
+    def plain(rank: Any) -> Any:
+        return None if isinstance(rank, UnrankedFile) else rank
+
+    result.ranks = [plain(rank) for rank in result.ranks]
+    result.rank = plain(result.rank)
+    for event in result.events:
+        event.rank = plain(event.rank)
+    return result
 
 
 def order_key(key: tuple[float, int, int]) -> tuple[float, int, int]:

@@ -24,6 +24,23 @@ MAX_SERIES_POINTS = 5_000_000  # per series and rank
 MAX_RANKS = 32_768
 
 
+@dataclass(frozen=True)
+class UnrankedFile:
+    """The series key of lines whose rank is unknown, one per file: separate logs in one folder
+    (a broken and a fixed run, say) are separate series, not one run's points end to end.
+    Evaluation reports it as rank None (unknown); shown as such in detector notes."""
+
+    file: int
+
+    def __str__(self) -> str:
+        return "None"
+
+
+def series_key(rank: Any, file_id: int) -> Any:
+    """The key of a line's series points: its rank, or its file when the rank is unknown."""
+    return rank if rank is not None else UnrankedFile(file_id)
+
+
 class SeriesBuffer:
     """The points of one series on one rank, as rows (value, index, t, file, line, offset) in one
     array of doubles: one append per point, 48 bytes a point (file, line and offset are whole

@@ -19,6 +19,8 @@ from trainwreck.rules.state import (
     Evidence,
     RuleRun,
     SeriesBuffer,
+    UnrankedFile,
+    series_key,
 )
 
 
@@ -196,9 +198,10 @@ def store(
             if value != value or value in (math.inf, -math.inf):
                 continue
             per_rank = run.series[series]
-            buffer = per_rank.get(rank)
+            key = rank if rank is not None else UnrankedFile(line.file)
+            buffer = per_rank.get(key)
             if buffer is None:
-                buffer = per_rank[rank] = SeriesBuffer()
+                buffer = per_rank[key] = SeriesBuffer()
             if buffer.count >= MAX_SERIES_POINTS:
                 buffer.truncated = True
                 continue
@@ -281,7 +284,7 @@ def feed_bulk(
     codes = np.fromiter(
         (codes_of.setdefault(rank, len(codes_of)) for rank in batch.ranks), np.int64, n
     )
-    ranks = list(codes_of)
+    ranks = [series_key(rank, batch.file) for rank in codes_of]
     numbers = np.asarray(batch.numbers, dtype=np.float64)
     offsets = np.asarray(batch.offsets, dtype=np.float64)
     for series, value_name, index_name in feeds:
