@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import re2
 
-from trainwreck.rules import parallel, prefixes, regexes
+from trainwreck.rules import parallel, patterns, prefixes
 from trainwreck.rules import state as st
 from trainwreck.rules.captures import Plan, convert, convert_columns, named
 from trainwreck.rules.captures import number as to_float
@@ -34,6 +33,7 @@ from trainwreck.rules.lineinfo import (
     rank_number,
     split_prefix,
 )
+from trainwreck.rules.patterns import PatternUse
 from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
 from trainwreck.rules.state import RuleRun, ScanResult, Skipped
 from trainwreck.rules.store import Batch, Line, pattern_hit, store, store_bulk
@@ -46,140 +46,37 @@ BLOCK_SET_AFTER = 2000
 BLOCK_SET_EARLY = 200  # ... or after this many when they are dense (one line in 20 or more)
 
 
-@dataclass
-class PatternUse:
-    """One use of a distinct pattern by a rule's matcher (patterns are shared across rules)."""
-
-    order: int  # end, capture, regex, start: closes blocks before a new one opens on the line
-    run_index: int
-    matcher: str
-    role: str
-    regex: Any  # the raw RE2 object: Match(anchor, bytes, pos, end) -> spans
-    groups: list[tuple[str, int]]  # capture name -> group number
-    block: dict[str, Any] | None
-
-
 class Engine:
     """The compiled rule set: every distinct pattern once, with the rules' matchers that use it,
     the prefilters, and the series that rules share."""
 
     def __init__(self, rules: list[dict[str, Any]]):
         self.rules = rules
-        patterns: dict[str, int] = {}
-        users: list[list[PatternUse]] = []
-        self.json_matchers: list[tuple[int, str, dict[str, Any]]] = []
-        role_order = {"end": 0, "capture": 1, "regex": 2, "start": 3}
-
-        def add(
-            pattern: str, run_index: int, matcher: str, role: str, block: dict[str, Any] | None
-        ) -> None:
-            if pattern not in patterns:
-                patterns[pattern] = len(patterns)
-                users.append([])
-            compiled = regexes.compile(pattern)
-            groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
-            users[patterns[pattern]].append(
-                PatternUse(
-                    role_order[role], run_index, matcher, role, compiled._regexp, groups, block
-                )
-            )
-
-        self.json_literals: set[str] = set()
-        self.missing_from = False
-        for index, rule in enumerate(rules):
-            init = rule["report"]["initiating_rank"]
-            if isinstance(init, dict) and "missing_from" in init:
-                self.missing_from = True
-            for name, spec in rule["matchers"].items():
-                if spec["kind"] == "regex":
-                    add(spec["regex"], index, name, "regex", None)
-                elif spec["kind"] == "block":
-                    add(spec["start"], index, name, "start", spec)
-                    add(spec["end"], index, name, "end", spec)
-                    for pattern in spec["capture"]:
-                        add(pattern, index, name, "capture", spec)
-                else:
-                    self.json_matchers.append((index, name, spec["json"]))
-                    strings = [
-                        v for v in spec["json"].values() if isinstance(v, str) and len(v) >= 2
-                    ]
-                    if strings:
-                        self.json_literals.add(re2.escape(json.dumps(strings[0])))
-                    elif spec["json"]:
-                        self.json_literals.add(re2.escape(json.dumps(next(iter(spec["json"])))))
-                    else:
-                        self.json_literals.add(r"\{\s*\"")
-        # A series that two rules define alike (fed by one regex matcher with the same pattern
-        # and units, the same value and index) gets the same points from the same lines: it is
-        # filled once and shared (the step-time series of several straggler rules).
-        self.shared_series: dict[tuple[int, str], tuple[int, str]] = {}
-        owners: dict[tuple[str, str, str, str | None], tuple[int, str]] = {}
-        for index, rule in enumerate(rules):
-            for name, spec in rule["series"].items():
-                if len(spec["matchers"]) != 1:
-                    continue
-                matcher = rule["matchers"][spec["matchers"][0]]
-                if matcher["kind"] != "regex":
-                    continue
-                key = (
-                    matcher["regex"],
-                    json.dumps(matcher["values"], sort_keys=True),
-                    spec["value"],
-                    spec.get("index"),
-                )
-                owner = owners.setdefault(key, (index, name))
-                if owner != (index, name):
-                    self.shared_series[(index, name)] = owner
-        for users_of in users:
-            users_of.sort(key=lambda u: u.order)
-        self.users = users
+        compiled = patterns.compile_patterns(rules)
+        self.pattern_list = compiled.patterns
+        self.users = compiled.users
+        self.json_matchers = compiled.json_matchers
+        self.json_literals = compiled.json_literals
+        self.missing_from = any(
+            isinstance(rule["report"]["initiating_rank"], dict)
+            and "missing_from" in rule["report"]["initiating_rank"]
+            for rule in rules
+        )
+        self.shared_series = patterns.shared_series(rules)
         # Patterns whose every use is a plain regex matcher without a 'rank' capture can take the
         # bulk path (_scan_bulk) when they are the only pattern that can match in a block.
-        self.bulk = [
-            all(u.role == "regex" for u in users_of)
-            and all(name != "rank" for name, _ in users_of[0].groups)
-            and feeds_distinct(rules, users_of)
-            for users_of in users
-        ]
-        self.pattern_list = list(patterns)
-        self.set = None
-        if patterns:
-            self.set = re2.Set.SearchSet(regexes.options())
-            for pattern in self.pattern_list:
-                self.set.Add(pattern)
-            self.set.Compile()
+        self.bulk = [patterns.bulk_ok(rules, users_of) for users_of in self.users]
+        self.set = patterns.pattern_set(self.pattern_list)
         self.prefilter: Any = None
         self.block_set: Any = None
         self._start_filter: Any = None
         self._prefilter_ready = False
 
     def _build_prefilter(self, sample: bytes) -> None:
-        """One RE2 search for all patterns' required literals, chosen as the rarest in the first
-        block of input (a line must contain one of them to be worth matching).
-
-        The same per-pattern prefilters also go into an RE2 set run once over each block: it
-        names the patterns that can match anywhere in the block, so a block where only one can
-        (the step-time lines of a long run) skips the per-line set match."""
-        prefilters = [regexes.prefilter_pattern(p, sample) for p in self.pattern_list]
-        alternatives = [f"(?:{p})" for p in prefilters]
-        alternatives += sorted(self.json_literals)
-        if alternatives:
-            opts = regexes.options()
-            opts.never_capture = True
-            opts.max_mem = 256 << 20
-            self.prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
-        if prefilters:
-            opts = regexes.options()
-            opts.never_capture = True
-            opts.max_mem = 256 << 20
-            block_set = re2.Set.SearchSet(opts)
-            try:
-                for pattern in prefilters:
-                    block_set.Add(f"(?m:{pattern})")
-                block_set.Compile()
-                self.block_set = block_set
-            except Exception:  # a prefilter RE2 cannot take in a set: every line uses the set
-                self.block_set = None
+        """The prefilters, chosen on the first block of input (patterns.prefilters)."""
+        self.prefilter, self.block_set = patterns.prefilters(
+            self.pattern_list, self.json_literals, sample
+        )
         self._prefilter_ready = True
 
     def _only_pattern(self, block: bytes, start: int) -> int:
@@ -543,16 +440,3 @@ class Engine:
         if spans[0][0] < 0:
             return None
         return named(user.groups, body, spans)
-
-
-def feeds_distinct(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
-    """Whether no series takes points from two uses of one pattern (then per-line order would
-    interleave their points, which a per-matcher bulk store would not)."""
-    seen: set[tuple[int, str]] = set()
-    for user in users:
-        for name, spec in rules[user.run_index]["series"].items():
-            if user.matcher in spec["matchers"]:
-                if (user.run_index, name) in seen:
-                    return False
-                seen.add((user.run_index, name))
-    return True

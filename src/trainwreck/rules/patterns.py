@@ -1,0 +1,176 @@
+"""The compiled patterns of a rule set: every distinct RE2 pattern once, with the matchers of
+the rules that use it, the RE2 set that tells which patterns match a line, and the prefilters
+that find candidate lines (and blocks where one pattern alone can match)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2
+
+from trainwreck.rules import regexes
+
+ROLE_ORDER = {"end": 0, "capture": 1, "regex": 2, "start": 3}
+
+
+@dataclass
+class PatternUse:
+    """One use of a distinct pattern by a rule's matcher (patterns are shared across rules)."""
+
+    order: int  # end, capture, regex, start: closes blocks before a new one opens on the line
+    run_index: int
+    matcher: str
+    role: str
+    regex: Any  # the raw RE2 object: Match(anchor, bytes, pos, end) -> spans
+    groups: list[tuple[str, int]]  # capture name -> group number
+    block: dict[str, Any] | None
+
+
+@dataclass
+class CompiledPatterns:
+    patterns: list[str] = field(default_factory=list)  # distinct patterns, by index
+    users: list[list[PatternUse]] = field(default_factory=list)  # per pattern, in role order
+    json_matchers: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    json_literals: set[str] = field(default_factory=set)  # prefilter literals of JSON matchers
+
+
+def compile_patterns(rules: list[dict[str, Any]]) -> CompiledPatterns:
+    """Every matcher's patterns, each distinct pattern compiled once."""
+    out = CompiledPatterns()
+    index_of: dict[str, int] = {}
+
+    def add(
+        pattern: str, run_index: int, matcher: str, role: str, block: dict[str, Any] | None
+    ) -> None:
+        if pattern not in index_of:
+            index_of[pattern] = len(out.patterns)
+            out.patterns.append(pattern)
+            out.users.append([])
+        compiled = regexes.compile(pattern)
+        groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
+        out.users[index_of[pattern]].append(
+            PatternUse(ROLE_ORDER[role], run_index, matcher, role, compiled._regexp, groups, block)
+        )
+
+    for index, rule in enumerate(rules):
+        for name, spec in rule["matchers"].items():
+            if spec["kind"] == "regex":
+                add(spec["regex"], index, name, "regex", None)
+            elif spec["kind"] == "block":
+                add(spec["start"], index, name, "start", spec)
+                add(spec["end"], index, name, "end", spec)
+                for pattern in spec["capture"]:
+                    add(pattern, index, name, "capture", spec)
+            else:
+                out.json_matchers.append((index, name, spec["json"]))
+                out.json_literals.add(_json_literal(spec["json"]))
+    for users_of in out.users:
+        users_of.sort(key=lambda u: u.order)
+    return out
+
+
+def _json_literal(wanted: dict[str, Any]) -> str:
+    """A literal a matching JSON line must contain: its first string value (quoted), else its
+    first key, else an object's opening."""
+    strings = [v for v in wanted.values() if isinstance(v, str) and len(v) >= 2]
+    if strings:
+        return re2.escape(json.dumps(strings[0]))
+    if wanted:
+        return re2.escape(json.dumps(next(iter(wanted))))
+    return r"\{\s*\""
+
+
+def shared_series(rules: list[dict[str, Any]]) -> dict[tuple[int, str], tuple[int, str]]:
+    """(rule index, series) -> the alike series that owns its points. A series that two rules
+    define alike (fed by one regex matcher with the same pattern and units, the same value and
+    index) gets the same points from the same lines: it is filled once and shared (the
+    step-time series of several straggler rules)."""
+    shared: dict[tuple[int, str], tuple[int, str]] = {}
+    owners: dict[tuple[str, str, str, str | None], tuple[int, str]] = {}
+    for index, rule in enumerate(rules):
+        for name, spec in rule["series"].items():
+            if len(spec["matchers"]) != 1:
+                continue
+            matcher = rule["matchers"][spec["matchers"][0]]
+            if matcher["kind"] != "regex":
+                continue
+            key = (
+                matcher["regex"],
+                json.dumps(matcher["values"], sort_keys=True),
+                spec["value"],
+                spec.get("index"),
+            )
+            owner = owners.setdefault(key, (index, name))
+            if owner != (index, name):
+                shared[(index, name)] = owner
+    return shared
+
+
+def bulk_ok(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
+    """Whether a pattern's lines can be recorded in batches: every use a plain regex matcher,
+    no 'rank' capture, and no series fed by two of its uses."""
+    return (
+        all(u.role == "regex" for u in users)
+        and all(name != "rank" for name, _ in users[0].groups)
+        and feeds_distinct(rules, users)
+    )
+
+
+def feeds_distinct(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
+    """Whether no series takes points from two uses of one pattern (then per-line order would
+    interleave their points, which a per-matcher bulk store would not)."""
+    seen: set[tuple[int, str]] = set()
+    for user in users:
+        for name, spec in rules[user.run_index]["series"].items():
+            if user.matcher in spec["matchers"]:
+                if (user.run_index, name) in seen:
+                    return False
+                seen.add((user.run_index, name))
+    return True
+
+
+def pattern_set(patterns: list[str]) -> Any:
+    """The RE2 set of all patterns (which of them match a line), or None without patterns."""
+    if not patterns:
+        return None
+    found = re2.Set.SearchSet(regexes.options())
+    for pattern in patterns:
+        found.Add(pattern)
+    found.Compile()
+    return found
+
+
+def prefilters(patterns: list[str], json_literals: set[str], sample: bytes) -> tuple[Any, Any]:
+    """(prefilter, block set). The prefilter is one RE2 search for all patterns' required
+    literals, chosen as the rarest in `sample` (the first block of input): a line must contain
+    one of them to be worth matching.
+
+    The same per-pattern prefilters also go into an RE2 set run once over each block: it names
+    the patterns that can match anywhere in the block, so a block where only one can (the
+    step-time lines of a long run) skips the per-line set match. None when RE2 cannot take a
+    prefilter in a set (then every line uses the pattern set)."""
+    found = [regexes.prefilter_pattern(p, sample) for p in patterns]
+    alternatives = [f"(?:{p})" for p in found]
+    alternatives += sorted(json_literals)
+    prefilter: Any = None
+    block_set: Any = None
+    if alternatives:
+        opts = regexes.options()
+        opts.never_capture = True
+        opts.max_mem = 256 << 20
+        prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+    if found:
+        opts = regexes.options()
+        opts.never_capture = True
+        opts.max_mem = 256 << 20
+        candidate = re2.Set.SearchSet(opts)
+        try:
+            for pattern in found:
+                candidate.Add(f"(?m:{pattern})")
+            candidate.Compile()
+            block_set = candidate
+        except Exception:  # a prefilter RE2 cannot take in a set: every line uses the set
+            block_set = None
+    return prefilter, block_set
