@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator
+from itertools import accumulate, count, repeat
 from typing import Any
 
 import re2
@@ -303,19 +304,21 @@ class Engine:
         self, block: bytes, pos: int, line_no: int, dense: bool
     ) -> Iterator[tuple[int, int, bytes, bool]]:
         """The lines of `block` from `pos` (numbered from `line_no`) that _scan_bulk matches:
-        (number, offset, line, whether the prefilter found it). Dense: every
-        line (most are candidates, so running the pattern on each beats looking for the next
-        candidate first); else the prefilter's candidates only."""
-        end = len(block)
+        (number, offset, line, whether the prefilter found it). Dense: every line (most are
+        candidates, so running the pattern on each beats looking for the next candidate first),
+        iterated in C; else the prefilter's candidates only."""
         if dense and block.endswith(b"\n"):
-            line_start = pos
-            for whole in block[pos:end].split(b"\n")[:-1]:
-                offset = line_start
-                line_start += len(whole) + 1
-                yield line_no, offset, whole, False
-                line_no += 1
-            return
+            lines = block[pos:].split(b"\n")[:-1]
+            offsets = accumulate(map((1).__add__, map(len, lines)), initial=pos)
+            return zip(count(line_no), offsets, lines, repeat(False))
+        return self._candidate_lines(block, pos, line_no)
+
+    def _candidate_lines(
+        self, block: bytes, pos: int, line_no: int
+    ) -> Iterator[tuple[int, int, bytes, bool]]:
+        """The prefilter's candidate lines of `block` from `pos`, as _bulk_lines gives them."""
         match = self.prefilter.Match
+        end = len(block)
         counted = pos
         while pos < end:
             start = match(_U, block, pos, end)[0][0]
