@@ -84,10 +84,49 @@ def matcher_events(state: MatcherState) -> det.EventTable:
 
 
 def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
+    """A rule's verdict on a scan: its detectors, condition, confidence and, when it fired, its
+    evidence, ranks and initiating rank."""
+    rule = run.rule
+    notes: list[str] = []
+    results, cooccur_hits = _run_detectors(run, notes)
+    context = RuleContext(run, results)
+    fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
+    boosts: dict[str, float] = {}
+    for part, amount in rule["boost"].items():
+        if context.truth(part):
+            boosts[part] = amount
+    confidence = min(0.99, max(0.01, rule["confidence"] + sum(boosts.values())))
+    evidence: list[Evidence] = []
+    ranks: set[Any] = set()
+    first_key = (math.inf, 1 << 30, 1 << 30)
+    if fired:
+        first_key = _report(run, results, cooccur_hits, evidence, ranks, notes)
+    ranks.discard(None)
+    initiating = initiating_rank(rule, run, results, scan) if fired else None
+    return RuleOutcome(
+        rule,
+        fired,
+        confidence,
+        boosts,
+        results,
+        evidence,
+        sorted(ranks, key=det.rank_sort_key),
+        initiating,
+        first_key,
+        notes,
+    )
+
+
+CooccurHits = dict[str, tuple[det.EventTable, np.ndarray]]  # detector -> (a-events, hit mask)
+
+
+def _run_detectors(
+    run: RuleRun, notes: list[str]
+) -> tuple[dict[str, det.DetectorResult], CooccurHits]:
+    """Every detector of the rule in dependency order, on the inputs its kind reads."""
     rule = run.rule
     results: dict[str, det.DetectorResult] = {}
-    notes: list[str] = []
-    cooccur_hits: dict[str, tuple[det.EventTable, np.ndarray]] = {}
+    cooccur_hits: CooccurHits = {}
     for name in rule["detector_order"]:
         spec = rule["detectors"][name]
         detector = DETECTORS[spec["kind"]]
@@ -114,71 +153,60 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
                     f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"
                 )
         results[name] = _unknown_ranks(result)
-    context = RuleContext(run, results)
-    fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
-    boosts: dict[str, float] = {}
-    for part, amount in rule["boost"].items():
-        if context.truth(part):
-            boosts[part] = amount
-    confidence = min(0.99, max(0.01, rule["confidence"] + sum(boosts.values())))
-    evidence: list[Evidence] = []
-    ranks: set[Any] = set()
+    return results, cooccur_hits
+
+
+def _report(
+    run: RuleRun,
+    results: dict[str, det.DetectorResult],
+    cooccur_hits: CooccurHits,
+    evidence: list[Evidence],
+    ranks: set[Any],
+    notes: list[str],
+) -> tuple[float, int, int]:
+    """What a fired rule reports from its `report.evidence` parts: their evidence lines, ranks
+    and notes (appended to the lists given). Returns the order key of its earliest evidence."""
+    rule = run.rule
     first_key = (math.inf, 1 << 30, 1 << 30)
-    if fired:
-        for part in rule["report"]["evidence"]:
-            if part in run.matchers:
-                state = run.matchers[part]
-                evidence.extend(state.evidence)
-                ranks.update(state.rank_counts)
-                for key in state.first.values():
-                    first_key = min(first_key, order_key(key))
-            elif part in results:
-                result = results[part]
-                if not result.fired and part not in rule["report"]["evidence"][:1]:
-                    continue
-                ranks.update(result.ranks)
-                if part in cooccur_hits:
-                    table, hits = cooccur_hits[part]
-                    for i in np.flatnonzero(hits)[:MAX_EVIDENCE_PER_MATCHER]:
-                        evidence.append(
-                            Evidence(
-                                int(table.file[i]),
-                                int(table.line[i]),
-                                "",
-                                table.rank[i],
-                                float(table.t[i]),
-                                part,
-                                int(table.offset[i]),
-                            )
-                        )
-                for event in result.events[:MAX_EVIDENCE_PER_MATCHER]:
+    for part in rule["report"]["evidence"]:
+        if part in run.matchers:
+            state = run.matchers[part]
+            evidence.extend(state.evidence)
+            ranks.update(state.rank_counts)
+            for key in state.first.values():
+                first_key = min(first_key, order_key(key))
+        elif part in results:
+            result = results[part]
+            if not result.fired and part not in rule["report"]["evidence"][:1]:
+                continue
+            ranks.update(result.ranks)
+            if part in cooccur_hits:
+                table, hits = cooccur_hits[part]
+                for i in np.flatnonzero(hits)[:MAX_EVIDENCE_PER_MATCHER]:
                     evidence.append(
                         Evidence(
-                            event.file, event.line, "", event.rank, event.t, part, event.offset
+                            int(table.file[i]),
+                            int(table.line[i]),
+                            "",
+                            table.rank[i],
+                            float(table.t[i]),
+                            part,
+                            int(table.offset[i]),
                         )
                     )
-                    first_key = min(first_key, order_key((event.t, event.file, event.line)))
-                if result.note:
-                    notes.append(f"{part}: {result.note}")
-        for part, state in run.matchers.items():
-            if state.truncated and part in rule["report"]["evidence"]:
-                notes.append(
-                    f"matcher '{part}' matched more than {MAX_ROWS:,} lines; later values were not compared"
+            for event in result.events[:MAX_EVIDENCE_PER_MATCHER]:
+                evidence.append(
+                    Evidence(event.file, event.line, "", event.rank, event.t, part, event.offset)
                 )
-    ranks.discard(None)
-    initiating = initiating_rank(rule, run, results, scan) if fired else None
-    return RuleOutcome(
-        rule,
-        fired,
-        confidence,
-        boosts,
-        results,
-        evidence,
-        sorted(ranks, key=det.rank_sort_key),
-        initiating,
-        first_key,
-        notes,
-    )
+                first_key = min(first_key, order_key((event.t, event.file, event.line)))
+            if result.note:
+                notes.append(f"{part}: {result.note}")
+    for part, state in run.matchers.items():
+        if state.truncated and part in rule["report"]["evidence"]:
+            notes.append(
+                f"matcher '{part}' matched more than {MAX_ROWS:,} lines; later values were not compared"
+            )
+    return first_key
 
 
 def _unknown_ranks(result: det.DetectorResult) -> det.DetectorResult:
