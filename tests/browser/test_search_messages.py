@@ -86,6 +86,7 @@ QUERIES: dict[str, str] = {
     "launcher-sighup": "Received Signals.SIGHUP death signal, shutting down workers",
     "zero-checkpoint-world-size-mismatch": "deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 but the current world size is 4.",
     "zero3-partitioned-param-access": "RuntimeError: 'weight' must be 2-D",
+    "zero3-inflight-params": "RuntimeError: still have inflight params",
     "rendezvous-connect-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after 60000ms while trying to connect to (10.20.0.4, 29400).",
     "resume-data-skip": "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
     "resume-divergence": "loss jumps right after resuming from a checkpoint",
