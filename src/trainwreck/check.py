@@ -14,6 +14,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from trainwreck.knowledge import KnowledgeBase
+from trainwreck.knowledge.links import entry_side_problems
+from trainwreck.knowledge.relations import RECIPROCAL
 from trainwreck.markup import markup_problems, notebook_markup_problems, url_problem
 from trainwreck.model import (
     Document,
@@ -22,20 +25,12 @@ from trainwreck.model import (
     Problem,
     display_path,
     entry_files,
-    load_entry,
-    load_yaml,
     schema_problems,
 )
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema=../schemas/entry.schema.json"
 
-# relation -> the relation the other entry must declare back
-RECIPROCAL = {
-    "confused-with": "confused-with",
-    "co-occurs": "co-occurs",
-    "causes": "caused-by",
-    "caused-by": "causes",
-}
+__all__ = ["RECIPROCAL", "check_entries", "configure_parser", "run"]
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -100,13 +95,16 @@ def resolve_targets(root: Path, paths: Iterable[str]) -> list[Path]:
     return targets
 
 
-def check_entries(root: Path, targets: list[Path]) -> tuple[list[Problem], int]:
+def check_entries(
+    root: Path, targets: list[Path], kb: KnowledgeBase | None = None
+) -> tuple[list[Problem], int]:
     """All problems in `targets`, judged against every entry in the repository for links."""
+    kb = kb or KnowledgeBase.load(root)
     problems: list[Problem] = []
     checked: list[Entry] = []
     for path in targets:
         try:
-            entry = load_entry(path, root)
+            entry = kb.entry_at(path)
         except DocumentError as exc:
             problems.append(exc.problem)
             continue
@@ -115,16 +113,11 @@ def check_entries(root: Path, targets: list[Path]) -> tuple[list[Problem], int]:
 
     # Links are judged against the whole knowledge base, not only the files named.
     known = {entry.id: entry for entry in checked}
-    for path in entry_files(root):
-        if path.stem not in known:
-            try:
-                other = load_entry(path, root)
-            except DocumentError:
-                continue  # reported when that file itself is checked
-            known.setdefault(other.id, other)
+    for other in kb.entries:  # unparsable ones are reported when that file itself is checked
+        known.setdefault(other.id, other)
     problems.extend(duplicate_id_problems(checked, known))
     problems.extend(link_problems(checked, known))
-    problems.extend(rule_reference_problems(checked, root))
+    problems.extend(entry_side_problems(checked, kb.rule_links))
     problems.extend(reproduction_problems(checked, root))
     problems.extend(notebook_text_problems(checked, root))
     return sorted(set(problems), key=_order), len(targets)
@@ -259,40 +252,6 @@ def link_problems(checked: list[Entry], known: dict[str, Entry]) -> list[Problem
                         ("related", index, "relation"),
                         f"'{relation}' {target} must be mutual: "
                         f"{other.document.file} should list {{id: {entry.id}, relation: {expected}}}",
-                    )
-                )
-    return problems
-
-
-def rule_reference_problems(checked: list[Entry], root: Path) -> list[Problem]:
-    """fingerprint.rules must name rules that exist in rules/ and diagnose this entry."""
-    rules_dir = root / "rules"
-    rule_entries: dict[str, str | None] = {}
-    for path in sorted(rules_dir.glob("*.yaml")) if rules_dir.is_dir() else []:
-        try:
-            data = load_yaml(path, display_path(path, root)).data
-        except DocumentError:
-            continue  # `trainwreck compile` reports broken rules
-        if isinstance(data, dict) and isinstance(data.get("id"), str):
-            entry_id = data.get("entry")
-            rule_entries[data["id"]] = entry_id if isinstance(entry_id, str) else None
-    problems = []
-    for entry in checked:
-        fingerprint = entry.data.get("fingerprint")
-        rules = fingerprint.get("rules") if isinstance(fingerprint, dict) else None
-        for index, rule_id in enumerate(rules or []):
-            if not isinstance(rule_id, str):
-                continue
-            where = ("fingerprint", "rules", index)
-            if rule_id not in rule_entries:
-                problems.append(
-                    entry.document.problem(where, f"rule '{rule_id}' does not exist in rules/")
-                )
-            elif rule_entries[rule_id] != entry.id:
-                problems.append(
-                    entry.document.problem(
-                        where,
-                        f"rule '{rule_id}' diagnoses '{rule_entries[rule_id]}', not this entry",
                     )
                 )
     return problems

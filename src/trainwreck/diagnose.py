@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck.findings import Competing, Evidence, Finding
+from trainwreck.knowledge import relations
 from trainwreck.rules import engine as eng
 from trainwreck.rules.bundle import BundleError, RuleSet, resolve
 from trainwreck.rules.detectors import rank_sort_key
@@ -260,20 +261,11 @@ def _evidence(group: list[eng.RuleOutcome], scan: eng.ScanResult) -> tuple[Evide
 
 def _causes(entries: dict[str, dict[str, Any]], a: str, b: str) -> bool:
     """Entry a causes entry b, by either side's `related`."""
-    for rel in entries.get(a, {}).get("related", []):
-        if rel.get("id") == b and rel.get("relation") == "causes":
-            return True
-    return any(
-        rel.get("id") == a and rel.get("relation") == "caused-by"
-        for rel in entries.get(b, {}).get("related", [])
-    )
+    return relations.causes(entries, a, b)
 
 
 def _relation(entries: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
-    for rel in entries.get(a, {}).get("related", []):
-        if rel.get("id") == b:
-            return str(rel.get("relation"))
-    return None
+    return relations.declared(entries, a, b)
 
 
 def rank_findings(findings: list[Finding], entries: dict[str, dict[str, Any]]) -> list[Finding]:
@@ -323,7 +315,7 @@ def _competing(
             why = f"ranks higher: confidence {other.confidence:.2f} > {finding.confidence:.2f}"
         else:
             why = "ranks higher: same confidence, earlier first evidence"
-        if relation == "confused-with":
+        if relation == relations.CONFUSED_WITH:
             why += "; the two are often confused, compare their evidence"
         competing.append(Competing(other.entry, other.confidence, why))
     return tuple(competing)

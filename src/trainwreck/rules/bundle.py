@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from trainwreck import __version__
-from trainwreck.model import Problem
+from trainwreck.model import Entry, Problem
 
 FORMAT = 1
 ENTRY_POINT_GROUP = "trainwreck.rules"
@@ -174,11 +174,16 @@ def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[st
     }
 
 
-def entry_summaries(root: Path, entry_ids: set[str] | None = None) -> dict[str, dict[str, Any]]:
-    from trainwreck.model import load_entries
+def entry_summaries(
+    root: Path, entry_ids: set[str] | None = None, entries: list[Entry] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The summary of each entry (of `entries`, default every entry under ROOT/entries/ that
+    parses), limited to `entry_ids` when given."""
+    if entries is None:
+        from trainwreck.model import load_entries
 
+        entries, _ = load_entries(root)
     base = site_url(root)
-    entries, _ = load_entries(root)
     return {
         entry.id: entry_summary(entry.id, entry.data, base)
         for entry in entries

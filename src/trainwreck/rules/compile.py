@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck import __version__, stamps
+from trainwreck.knowledge import KnowledgeBase
+from trainwreck.knowledge.links import rule_side_problems
 from trainwreck.markup import rule_markup_problems
 from trainwreck.model import Document, Problem
 from trainwreck.rules.bundle import RuleSet, entry_summaries, make_bundle, site_url
-from trainwreck.rules.model import load_rules
 from trainwreck.rules.wheel import normalise, valid_version, write_wheel
 
 
@@ -142,30 +143,16 @@ def compile_rules(
     rules_dir: Path | None = None,
     name: str = "trainwreck-rules",
     version: str = __version__,
+    kb: KnowledgeBase | None = None,
 ) -> tuple[dict[str, Any] | None, list[Problem]]:
     """Validate and test every rule. Returns the bundle (None when any rule has an error)."""
-    loaded = load_rules(root, rules_dir)
+    kb = kb or KnowledgeBase.load(root, rules_dir)
+    loaded = kb.rules
     problems = list(loaded.problems)
-    entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules})
+    entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules}, kb.entries)
+    problems.extend(rule_side_problems(kb.validated_rule_links(), kb.by_id))
     for rule in loaded.rules:
         document = loaded.documents.get(rule["id"])
-        listed = entries.get(rule["entry"])
-        if listed is not None:
-            from trainwreck.model import load_entry
-
-            try:
-                entry = load_entry(root / "entries" / f"{rule['entry']}.yaml", root)
-                fingerprint_rules = (entry.data.get("fingerprint") or {}).get("rules") or []
-            except Exception:
-                fingerprint_rules = []
-            if rule["id"] not in fingerprint_rules and document is not None:
-                problems.append(
-                    document.problem(
-                        ("entry",),
-                        f"entry '{rule['entry']}' does not list this rule in fingerprint.rules",
-                        severity="warning",
-                    )
-                )
         if document is not None:
             problems.extend(rule_markup_problems(document))
         if run_tests:
