@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from trainwreck.errors import CommandUsageError
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.knowledge.links import entry_side_problems
 from trainwreck.knowledge.relations import RECIPROCAL
@@ -47,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         targets = resolve_targets(root, args.paths)
     except FileNotFoundError as exc:
-        print(f"trainwreck check: {exc}", file=sys.stderr)
-        return 2
+        raise CommandUsageError(str(exc)) from None
     problems, checked = check_entries(root, targets)
     errors = [p for p in problems if p.severity == "error"]
     warnings = [p for p in problems if p.severity != "error"]

@@ -3,6 +3,10 @@
 Each subcommand lives in its stage module, which provides `configure_parser(parser)` and
 `run(args) -> int`. Modules are imported only when their subcommand runs, so `trainwreck
 diagnose` never pays for (or needs) the jupyter or mkdocs stacks.
+
+Errors are reported here, once: a stage raises a `trainwreck.errors.TrainwreckError` and this
+module prints its one line and exits with its code (see trainwreck/errors.py for the codes);
+anything else is a bug, reported as an internal error without a traceback.
 """
 
 from __future__ import annotations
@@ -14,10 +18,10 @@ import sys
 from collections.abc import Sequence
 
 from trainwreck import __version__
+from trainwreck.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, TrainwreckError
 
-# Exit status of any command that crashed (diagnose documents the same code): never 1, which
-# check, compile and diagnose use for "problems / findings found".
-EXIT_INTERNAL_ERROR = 4
+# Exit status of any command that crashed: never 1, which means "problems / findings found".
+EXIT_INTERNAL_ERROR = EXIT_INTERNAL
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -61,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.parse_args(argv)  # prints the top-level help and exits 0
     if not known.command:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     module = importlib.import_module(known._module)
     # A module serving several commands (site: build and serve) names them configure_<cmd>_parser.
     configure = (
@@ -71,12 +75,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runner = getattr(module, f"run_{known.command}", None) or module.run
     try:
-        return int(runner(args) or 0)
+        return int(runner(args) or EXIT_OK)
+    except TrainwreckError as exc:
+        print(exc.report(known.command), file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("trainwreck: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
     except Exception as exc:  # a bug must not exit 1, which means "problems/findings found"
         if os.environ.get("TRAINWRECK_DEBUG"):
             raise

@@ -23,28 +23,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trainwreck import errors
+from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding
-from trainwreck.knowledge import relations
+from trainwreck.knowledge import KnowledgeBase, relations
 from trainwreck.rules import engine as eng
 from trainwreck.rules.bundle import BundleError, RuleSet, resolve
 from trainwreck.rules.detectors import rank_sort_key
 
 FORMATS = ("text", "json", "markdown")
 
-# Exit status. A crash must never look like "findings" (1) to a script or CI gate.
-EXIT_NOTHING_FOUND = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_NOTHING_READ = 3
-EXIT_INTERNAL_ERROR = 4
+# Exit status (trainwreck/errors.py). A crash must never look like "findings" (1) to a script.
+EXIT_NOTHING_FOUND = errors.EXIT_OK
+EXIT_FINDINGS = errors.EXIT_PROBLEMS
+EXIT_USAGE = errors.EXIT_USAGE
+EXIT_NOTHING_READ = errors.EXIT_NOTHING_READ
+EXIT_INTERNAL_ERROR = errors.EXIT_INTERNAL
 EXIT_CODES_HELP = (
     "exit status: 0 when nothing is found, 1 with findings, 2 on usage errors, "
     "3 when no input could be read, 4 on an internal error"
 )
-
-
-class UsageError(Exception):
-    pass
 
 
 @dataclass
@@ -333,19 +331,21 @@ def diagnose(
     use_installed: bool = True,
     only: set[str] | None = None,
     jobs: int | None = None,
+    kb: KnowledgeBase | None = None,
 ) -> Report:
     """Diagnose logs. `paths`: files, folders, globs, .gz files or "-" for stdin.
 
     Rules: `rule_set` if given, else `rules` (bundle files or rules folders), else the checkout at
     `root` (rules/ compiled in memory) plus installed rule packs. `only`: rule ids to run.
     `jobs`: processes for several large files (None: automatic, 1: serial).
+    `kb`: the checkout's knowledge base when the caller has it (read only on a cache miss).
     Raises UsageError for paths that name nothing, or when there are no rules.
     """
     started = time.perf_counter()
     root_path = Path(root) if root is not None else Path(".")
     if rule_set is None:
         try:
-            rule_set = resolve(root_path, rules, use_installed=use_installed)
+            rule_set = resolve(root_path, rules, use_installed=use_installed, source=kb)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
     selected = [r for r in rule_set.rules if only is None or r["id"] in only]
@@ -643,26 +643,21 @@ def run(args: argparse.Namespace) -> int:
             use_installed=not args.no_installed,
             only=set(args.rule) if args.rule else None,
             jobs=args.jobs,
+            kb=KnowledgeBase.load(args.root),
         )
         for warning in report.warnings:
             print(f"trainwreck: warning: {warning}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]
         text = render(report, args.format)
-    except UsageError as exc:
-        print(f"trainwreck: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (KeyboardInterrupt, BrokenPipeError, MemoryError):
+    except (errors.TrainwreckError, KeyboardInterrupt, BrokenPipeError, MemoryError):
         raise
     except Exception as exc:  # a bug: one line, and never the findings code
-        print(
-            f"trainwreck: internal error while diagnosing ({type(exc).__name__}: {exc}); "
-            "please report it with the command line",
-            file=sys.stderr,
-        )
-        return EXIT_INTERNAL_ERROR
+        raise InternalError(
+            f"internal error while diagnosing ({type(exc).__name__}: {exc}); "
+            "please report it with the command line"
+        ) from exc
     sys.stdout.write(text)
     sys.stdout.flush()
     if report.nothing_read:
-        print("trainwreck: no input could be read", file=sys.stderr)
-        return EXIT_NOTHING_READ
+        raise NothingRead("no input could be read")
     return EXIT_FINDINGS if report.findings else EXIT_NOTHING_FOUND

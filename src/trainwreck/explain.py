@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainwreck.errors import UsageError
+from trainwreck.knowledge import KnowledgeBase
+
 MAX_LINES = 8  # lines shown per matcher
 NEAR_MISS_BYTES = 8 << 20  # how much of each log is searched for near misses
 
@@ -30,19 +33,19 @@ def explain(
     *,
     rules: list[str] | None = None,
     use_installed: bool = True,
+    kb: KnowledgeBase | None = None,
 ) -> dict[str, Any]:
-    """The explanation as a JSON-able dict. Raises UsageError (from diagnose) on bad input."""
+    """The explanation as a JSON-able dict. Raises UsageError on bad input. `kb`: the
+    checkout's knowledge base when the caller has it."""
     import numpy as np
 
-    from trainwreck.diagnose import UsageError, expand_inputs
+    from trainwreck.diagnose import expand_inputs
     from trainwreck.rules import condition as cond
     from trainwreck.rules import engine as eng
-    from trainwreck.rules.bundle import BundleError, resolve
+    from trainwreck.rules.bundle import resolve
 
-    try:
-        rule_set = resolve(Path(root), rules, use_installed=use_installed)
-    except BundleError as exc:
-        raise UsageError(str(exc)) from None
+    # A BundleError is a UsageError: an unreadable --rules bundle is reported as such.
+    rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
     matching = [r for r in rule_set.rules if r["id"] == rule_id]
     if not matching:
         known = ", ".join(sorted(r["id"] for r in rule_set.rules)[:8])
@@ -270,22 +273,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainwreck.diagnose import UsageError
-
     if len(args.args) < 2:
-        print(
-            "trainwreck: explain needs LOG... RULE (at least one log and a rule id)",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError("explain needs LOG... RULE (at least one log and a rule id)")
     *paths, rule_id = args.args
-    try:
-        data = explain(
-            paths, rule_id, args.root, rules=args.rules, use_installed=not args.no_installed
-        )
-    except UsageError as exc:
-        print(f"trainwreck: {exc}", file=sys.stderr)
-        return 2
+    data = explain(
+        paths,
+        rule_id,
+        args.root,
+        rules=args.rules,
+        use_installed=not args.no_installed,
+        kb=KnowledgeBase.load(args.root),
+    )
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from trainwreck.errors import ProblemsFound
+
 # Entries are small hand-written documents; anything far larger is a mistake or an attack.
 MAX_DOCUMENT_BYTES = 1 << 20
 # Aliases may expand a small file into an enormous tree (a "billion laughs"); bound the
@@ -96,11 +98,11 @@ class Document:
         return Problem(self.file, line, column, format_path(path), message, severity)
 
 
-class DocumentError(Exception):
+class DocumentError(ProblemsFound):
     """A document could not be read or parsed at all; carries the one problem that says why."""
 
     def __init__(self, problem: Problem):
-        super().__init__(str(problem))
+        super().__init__(str(problem), file=problem.file, line=problem.line)
         self.problem = problem
 
 

@@ -41,13 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from trainwreck.errors import CommandUsageError, UsageError
+from trainwreck.knowledge import KnowledgeBase
 from trainwreck.model import Problem
 
 MARKER = "<!-- trainwreck-review -->"  # the PR workflow finds and updates its comment by this
 MAX_PROBLEMS_SHOWN = 8
 
 
-class ReviewError(Exception):
+class ReviewError(CommandUsageError):
     """Bad input (not a git checkout, unknown ref): reported as one line, exit 2."""
 
 
@@ -292,13 +294,14 @@ def _problem_key(problem: Problem) -> tuple[str, str, str, str]:
     return (problem.file, problem.path, problem.message, problem.severity)
 
 
-def review_entries(base: Path, head: Path, review: Review) -> list[FileChange]:
+def review_entries(
+    base_kb: KnowledgeBase, head_kb: KnowledgeBase, review: Review
+) -> list[FileChange]:
     from trainwreck.check import check_entries
-    from trainwreck.model import entry_files
 
-    changes = changed_files(base, head, "entries", "*.yaml")
-    head_problems, _ = check_entries(head, entry_files(head))
-    base_problems, _ = check_entries(base, entry_files(base))
+    changes = changed_files(base_kb.root, head_kb.root, "entries", "*.yaml")
+    head_problems, _ = check_entries(head_kb.root, head_kb.entry_files, head_kb)
+    base_problems, _ = check_entries(base_kb.root, base_kb.entry_files, base_kb)
     known = {_problem_key(p) for p in base_problems}
     touched = {c.path for c in changes}
     for change in changes:
@@ -321,33 +324,30 @@ def _rule_logs(rule: dict[str, Any]) -> list[str]:
     return [*rule["tests"]["match"], *rule["tests"]["clean"]]
 
 
-def _regression_problems(root: Path, rule_path: str, rule_id: str | None) -> list[Problem]:
+def _regression_problems(kb: KnowledgeBase, rule_path: str, rule_id: str | None) -> list[Problem]:
     """Validation problems of one rule file plus its regression verdict, as compile judges it."""
-    from trainwreck.rules.bundle import entry_summaries
-    from trainwreck.rules.compile import run_rule_tests
-    from trainwreck.rules.model import load_rules
+    from trainwreck.rules.regression import run_rule_tests
 
-    loaded = load_rules(root)
+    loaded = kb.rules
     problems = [p for p in loaded.problems if p.file == rule_path and p.severity == "error"]
     rule = next((r for r in loaded.rules if r["id"] == rule_id), None)
     if rule is not None:
-        entries = entry_summaries(root, {rule["entry"]})
-        tested = run_rule_tests(rule, root, entries, loaded.documents.get(rule_id))
+        tested = run_rule_tests(rule, kb.root, loaded.documents.get(rule_id))
         problems += [p for p in tested if p.severity == "error"]
     return sorted(problems)
 
 
-def review_rules(base: Path, head: Path, review: Review, entry_changes: list[FileChange]) -> None:
-    from trainwreck.rules.bundle import entry_summaries
-    from trainwreck.rules.compile import run_rule_tests
-    from trainwreck.rules.model import load_rules
+def review_rules(
+    base_kb: KnowledgeBase, head_kb: KnowledgeBase, review: Review, entry_changes: list[FileChange]
+) -> None:
+    from trainwreck.rules.regression import run_rule_tests
 
-    head_loaded = load_rules(head)
-    base_loaded = load_rules(base)
+    base, head = base_kb.root, head_kb.root
+    head_loaded = head_kb.rules
+    base_loaded = base_kb.rules
     base_by_file = {r.get("source"): r for r in base_loaded.rules}
     changes = {c.path: c.change for c in changed_files(base, head, "rules", "*.yaml")}
     changed_entries = {c.stem for c in entry_changes}
-    head_entries = entry_summaries(head)
     # Files that fail to load at all are reported by file: they have no id.
     loaded_files = {str(r.get("source")) for r in head_loaded.rules}
     for path, change in sorted(changes.items()):
@@ -365,7 +365,7 @@ def review_rules(base: Path, head: Path, review: Review, entry_changes: list[Fil
             problems = sorted(
                 p for p in head_loaded.problems if p.file == path and p.severity == "error"
             )
-            base_problems = _regression_problems(base, path, None) if change == "changed" else []
+            base_problems = _regression_problems(base_kb, path, None) if change == "changed" else []
             review.rules.append(
                 RuleResult(
                     PurePosixPath(path).stem,
@@ -391,13 +391,13 @@ def review_rules(base: Path, head: Path, review: Review, entry_changes: list[Fil
                 change = "unchanged"
         document = head_loaded.documents.get(rule["id"])
         problems = [p for p in head_loaded.problems if p.file == path and p.severity == "error"] + [
-            p for p in run_rule_tests(rule, head, head_entries, document) if p.severity == "error"
+            p for p in run_rule_tests(rule, head, document) if p.severity == "error"
         ]
         result = RuleResult(
             rule["id"], rule["entry"], path, change, sorted(problems), tests=len(logs)
         )
         if problems and change != "added":
-            base_problems = _regression_problems(base, path, rule["id"])
+            base_problems = _regression_problems(base_kb, path, rule["id"])
             result.broken_on_base = bool(base_problems) and {_problem_key(p) for p in problems} <= {
                 _problem_key(p) for p in base_problems
             }
@@ -405,18 +405,18 @@ def review_rules(base: Path, head: Path, review: Review, entry_changes: list[Fil
             review.rules.append(result)
 
 
-def _whole_pack(root: Path) -> Any:
+def _whole_pack(kb: KnowledgeBase) -> Any:
     from trainwreck.rules.bundle import RuleSet, compile_folder
 
     rule_set = RuleSet()
-    if (root / "rules").is_dir():
-        bundle, _ = compile_folder(root, cache=False)
+    if (kb.root / "rules").is_dir():
+        bundle, _ = compile_folder(kb.root, cache=False, source=kb)
         rule_set.add(bundle)
     return rule_set
 
 
 def _found(root: Path, relative: str, rule_set: Any) -> list[str] | None:
-    from trainwreck.diagnose import UsageError, diagnose
+    from trainwreck.diagnose import diagnose
 
     target = root / relative
     if not target.exists() or not rule_set.rules:
@@ -427,12 +427,12 @@ def _found(root: Path, relative: str, rule_set: Any) -> list[str] | None:
         return []
 
 
-def _expectations(root: Path) -> dict[str, list[tuple[str, str]]]:
+def _expectations(side: KnowledgeBase | Path) -> dict[str, list[tuple[str, str]]]:
     """log path -> [(kind, entry)] from every rule's tests and every recording on one side."""
-    from trainwreck.rules.model import load_rules
-
+    kb = side if isinstance(side, KnowledgeBase) else KnowledgeBase.load(side)
+    root = kb.root
     expect: dict[str, list[tuple[str, str]]] = {}
-    for rule in load_rules(root).rules:
+    for rule in kb.rules.rules:
         for kind in ("match", "clean"):
             for log in rule["tests"][kind]:
                 if PurePosixPath(log).is_absolute() or ".." in PurePosixPath(log).parts:
@@ -480,11 +480,12 @@ def _broken_reasons(
     return reasons
 
 
-def review_logs(base: Path, head: Path, review: Review) -> None:
-    head_expect = _expectations(head)
-    base_expect = _expectations(base)
-    base_pack = _whole_pack(base)
-    head_pack = _whole_pack(head)
+def review_logs(base_kb: KnowledgeBase, head_kb: KnowledgeBase, review: Review) -> None:
+    base, head = base_kb.root, head_kb.root
+    head_expect = _expectations(head_kb)
+    base_expect = _expectations(base_kb)
+    base_pack = _whole_pack(base_kb)
+    head_pack = _whole_pack(head_kb)
     for log in sorted(set(head_expect) | set(base_expect)):
         expect = head_expect.get(log) or base_expect.get(log) or []
         before = _found(base, log, base_pack)
@@ -501,11 +502,12 @@ def review_logs(base: Path, head: Path, review: Review) -> None:
             review.logs.append(delta)
 
 
-def review_notebooks(base: Path, head: Path, review: Review) -> list[FileChange]:
-    from trainwreck.model import DocumentError, load_entry
+def review_notebooks(base: Path, head_kb: KnowledgeBase, review: Review) -> list[FileChange]:
+    from trainwreck.model import DocumentError
     from trainwreck.reproduce import source_hash
     from trainwreck.site import _manifest_records, current_hashes, status_for
 
+    head = head_kb.root
     changes = changed_files(base, head, "notebooks", "*.ipynb")
     try:
         manifest = json.loads((head / "build" / "manifest.json").read_text(encoding="utf-8"))
@@ -527,7 +529,7 @@ def review_notebooks(base: Path, head: Path, review: Review) -> list[FileChange]
             continue
         entry_path = head / "entries" / f"{change.stem}.yaml"
         try:
-            entry = load_entry(entry_path, head)
+            entry = head_kb.entry_at(entry_path)
         except (DocumentError, OSError):
             review.notebooks.append(
                 NotebookResult(
@@ -579,11 +581,13 @@ def review_change(root: Path, base_ref: str = "main") -> Review:
     root = Path(root)
     commit = resolve_ref(root, base_ref)
     review = Review(base_ref, commit)
+    head_kb = KnowledgeBase.load(root)
     with base_tree(root, commit) as base:
-        entry_changes = review_entries(base, root, review)
-        review_rules(base, root, review, entry_changes)
-        review_logs(base, root, review)
-        notebook_changes = review_notebooks(base, root, review)
+        base_kb = KnowledgeBase.load(base)
+        entry_changes = review_entries(base_kb, head_kb, review)
+        review_rules(base_kb, head_kb, review, entry_changes)
+        review_logs(base_kb, head_kb, review)
+        notebook_changes = review_notebooks(base, head_kb, review)
         review.pages = affected_pages(base, root, review, entry_changes, notebook_changes)
     return review
 
@@ -728,19 +732,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = Path(args.root)
-    try:
-        review = review_change(root, args.base)
-    except ReviewError as exc:
-        print(f"trainwreck review: {exc}", file=sys.stderr)
-        return 2
+    review = review_change(Path(args.root), args.base)
     text = render_markdown(review)
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as exc:
-            print(f"trainwreck review: cannot write {args.out}: {exc}", file=sys.stderr)
-            return 2
+            raise ReviewError(f"cannot write {args.out}: {exc}") from None
     else:
         sys.stdout.write(text)
     broken = review.broken

@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from trainwreck.errors import CommandProblem, CommandUsageError, TrainwreckError
+
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 # Empty strings and lists are what make every TODO fail `trainwreck check`: the schema requires
@@ -236,24 +238,26 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _writing_errors(exc: OSError | ValueError) -> TrainwreckError:
+    """What a failed scaffold means: a bad name (usage), a file already there (refused, never
+    overwritten) or a write that failed."""
+    if isinstance(exc, ValueError):
+        return CommandUsageError(str(exc))
+    if isinstance(exc, FileExistsError):
+        return CommandProblem(f"refusing to overwrite existing {exc}")
+    return CommandProblem(f"cannot write: {exc}")
+
+
 def run(args: argparse.Namespace) -> int:
     root = Path(args.root)
     if not root.is_dir():
-        print(f"trainwreck new: {root} is not a folder", file=sys.stderr)
-        return 2
+        raise CommandUsageError(f"{root} is not a folder")
     if args.pack is not None or args.id is None:
         return run_pack(args)
     try:
         written = scaffold(root, args.id)
-    except ValueError as exc:
-        print(f"trainwreck new: {exc}", file=sys.stderr)
-        return 2
-    except FileExistsError as exc:
-        print(f"trainwreck new: refusing to overwrite existing {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"trainwreck new: cannot write: {exc}", file=sys.stderr)
-        return 1
+    except (ValueError, OSError) as exc:
+        raise _writing_errors(exc) from None
     for path in written:
         print(f"created {path}")
     print(
@@ -425,22 +429,13 @@ def scaffold_pack(parent: Path, name: str) -> Path:
 
 def run_pack(args: argparse.Namespace) -> int:
     if args.pack is None:
-        print("trainwreck new: give an ID, or --pack NAME", file=sys.stderr)
-        return 2
+        raise CommandUsageError("give an ID, or --pack NAME")
     if args.id is not None:
-        print("trainwreck new: give an ID or --pack NAME, not both", file=sys.stderr)
-        return 2
+        raise CommandUsageError("give an ID or --pack NAME, not both")
     try:
         target = scaffold_pack(Path(args.root), args.pack)
-    except ValueError as exc:
-        print(f"trainwreck new: {exc}", file=sys.stderr)
-        return 2
-    except FileExistsError as exc:
-        print(f"trainwreck new: refusing to overwrite existing {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"trainwreck new: cannot write: {exc}", file=sys.stderr)
-        return 1
+    except (ValueError, OSError) as exc:
+        raise _writing_errors(exc) from None
     print(f"created {target}")
     print(
         f"next: cd {target} && git init && trainwreck new <id> --root . ; "

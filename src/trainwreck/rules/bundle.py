@@ -18,11 +18,15 @@ import re
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from trainwreck import __version__
+from trainwreck.errors import UsageError
 from trainwreck.model import Entry, Problem
+
+if TYPE_CHECKING:
+    from trainwreck.rules.model import LoadedRules
 
 FORMAT = 1
 ENTRY_POINT_GROUP = "trainwreck.rules"
@@ -83,8 +87,8 @@ class RuleSet:
         self.sources.append(f"{bundle.source} ({added} rules)")
 
 
-class BundleError(Exception):
-    pass
+class BundleError(UsageError):
+    """A rule bundle named on the command line cannot be read (diagnose reports it, exit 2)."""
 
 
 def site_url(root: Path) -> str:
@@ -251,12 +255,26 @@ def content_hash(root: Path, rules_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def compile_folder(
-    root: Path, rules_dir: Path | None = None, *, cache: bool = True
-) -> tuple[Bundle, list[Problem]]:
-    """Compile a rules folder in memory (no regression tests), using the build/ cache."""
-    from trainwreck.rules.model import load_rules
+class RuleSource(Protocol):
+    """Rules and entries already read (a `trainwreck.knowledge.KnowledgeBase` is one): read
+    only when the cache misses."""
 
+    @property
+    def rules(self) -> LoadedRules: ...
+
+    @property
+    def entries(self) -> list[Entry]: ...
+
+
+def compile_folder(
+    root: Path,
+    rules_dir: Path | None = None,
+    *,
+    cache: bool = True,
+    source: RuleSource | None = None,
+) -> tuple[Bundle, list[Problem]]:
+    """Compile a rules folder in memory (no regression tests), using the build/ cache.
+    `source`: the rules folder's rules and the entries, already read (else read here)."""
     rules_dir = rules_dir or root / "rules"
     key = content_hash(root, rules_dir)
     cache_file = root / "build" / "rules-cache" / f"{key}.json"
@@ -268,8 +286,13 @@ def compile_folder(
             ]
         except (OSError, ValueError, KeyError, TypeError, BundleError):
             pass
-    loaded = load_rules(root, rules_dir)
-    entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules})
+    if source is None:
+        from trainwreck.rules.model import load_rules
+
+        loaded, known = load_rules(root, rules_dir), None
+    else:
+        loaded, known = source.rules, source.entries
+    entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules}, known)
     data = make_bundle(loaded.rules, entries, base_url=site_url(root))
     if cache:
         try:
@@ -310,9 +333,14 @@ def installed_bundles() -> tuple[list[Bundle], list[str]]:
 
 
 def resolve(
-    root: Path, explicit: list[str] | None = None, *, use_installed: bool = True
+    root: Path,
+    explicit: list[str] | None = None,
+    *,
+    use_installed: bool = True,
+    source: RuleSource | None = None,
 ) -> RuleSet:
-    """The rule set diagnose uses (see the module docstring for the order)."""
+    """The rule set diagnose uses (see the module docstring for the order). `source`: the
+    checkout's rules and entries when a stage has them already."""
     rule_set = RuleSet()
     for item in explicit or []:
         path = Path(item)
@@ -329,7 +357,7 @@ def resolve(
         rule_set.add(bundle)
     if not explicit:
         if (root / "rules").is_dir() and any((root / "rules").glob("*.yaml")):
-            bundle, problems = compile_folder(root)
+            bundle, problems = compile_folder(root, source=source)
             rule_set.warnings.extend(
                 f"{p} (rule skipped)" for p in problems if p.severity == "error"
             )

@@ -4,136 +4,42 @@
 
 Every problem is one line `file:line:col: path: message`. Exit 0 when every rule is valid and
 passes its regression logs, 1 otherwise (nothing is written then), 2 on usage errors.
+
+`compile_pack(root, CompileOptions(...))` is the command without its printing, for `build`;
+`compile_rules` validates and tests in memory. A rule's own tests (regression logs, examples)
+live in rules/regression.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainwreck import __version__, stamps
+from trainwreck.errors import UsageError
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.knowledge.links import rule_side_problems
 from trainwreck.markup import rule_markup_problems
-from trainwreck.model import Document, Problem
-from trainwreck.rules.bundle import RuleSet, entry_summaries, make_bundle, site_url
+from trainwreck.model import Problem
+from trainwreck.rules.bundle import entry_summaries, make_bundle, site_url
+from trainwreck.rules.regression import regression_files, run_example_tests, run_rule_tests
 from trainwreck.rules.wheel import normalise, valid_version, write_wheel
 
-
-def run_rule_tests(
-    rule: dict[str, Any],
-    root: Path,
-    entries: dict[str, dict[str, Any]],
-    document: Document | None = None,
-) -> list[Problem]:
-    """Run one rule alone on its regression logs: every `match` path must yield a finding of the
-    rule, no `clean` path may."""
-    from trainwreck.diagnose import UsageError, diagnose
-
-    problems: list[Problem] = []
-    rule_set = RuleSet(rules=[rule], entries=entries)
-    source = rule.get("source", rule["id"])
-
-    def where(kind: str, index: int, message: str) -> Problem:
-        if document is not None:
-            return document.problem(("tests", kind, index), message)
-        return Problem(source, 1, 1, f"tests.{kind}[{index}]", message)
-
-    for kind in ("match", "clean"):
-        paths = rule["tests"][kind]
-        if not paths:
-            problems.append(where(kind, 0, f"at least one '{kind}' log is required"))
-        for index, item in enumerate(paths):
-            path = root / item
-            if not os.path.lexists(path):
-                problems.append(where(kind, index, f"regression log '{item}' does not exist"))
-                continue
-            files, refused = regression_files(root, str(item))
-            if refused:
-                problems.append(where(kind, index, refused))
-                continue
-            try:
-                report = diagnose(files, root, rule_set=rule_set)
-            except UsageError as exc:
-                problems.append(where(kind, index, str(exc)))
-                continue
-            fired = rule["id"] in report.rules
-            if kind == "match" and not fired:
-                problems.append(where(kind, index, f"rule did not fire on '{item}' (it must)"))
-            if kind == "clean" and fired:
-                evidence = report.findings[0].evidence[:1]
-                shown = os.path.relpath(evidence[0].file, root) if evidence else ""
-                at = f" (first evidence {shown}:{evidence[0].line})" if evidence else ""
-                problems.append(where(kind, index, f"rule fired on clean log '{item}'{at}"))
-    return problems
-
-
-def regression_files(root: Path, item: str) -> tuple[list[str], str | None]:
-    """The files a regression log names (a file, or a folder of per-rank files), or why it may
-    not be read. CI runs compile on pull requests: a path reaching outside the repository's
-    tests/ (`..`, absolute, a symlink) would let a rule's pass or fail reveal any file's contents,
-    and a FIFO or device would hang it. Everything is checked before anything is opened."""
-    tests = (root / "tests").resolve()
-    refusal = f"regression log '{item}' must be a regular file under tests/ of the repository"
-
-    def confined(path: Path) -> bool:
-        try:
-            return path.resolve(strict=True).is_relative_to(tests)
-        except (OSError, RuntimeError):  # dangling or looping symlink
-            return False
-
-    path = root / item
-    if Path(item).is_absolute() or not confined(path):
-        return [], refusal
-    if not path.is_dir():
-        return ([str(path)], None) if path.is_file() else ([], refusal)
-    files: list[str] = []
-    for folder, dirs, names in os.walk(path):  # the order diagnose walks a folder in
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(n for n in names if not n.startswith(".")):
-            full = Path(folder, name)
-            if not (confined(full) and full.is_file()):
-                shown = os.path.relpath(full, root)
-                return [], f"{refusal} (or a folder of them): '{shown}' is not"
-            files.append(str(full))
-    return files, None
-
-
-def run_example_tests(rule: dict[str, Any], document: Document | None = None) -> list[Problem]:
-    """Every example of the rule is recognised by it (by its `matcher` when one is named) and,
-    unless `fires` is false, makes the rule fire on its own."""
-    import io
-
-    from trainwreck.rules import engine as eng
-
-    problems: list[Problem] = []
-    examples = rule.get("examples") or []
-    if not examples:
-        return problems
-    engine = eng.Engine([rule])
-    for index, example in enumerate(examples):
-        scan = engine.scan([(f"example {index}", io.BytesIO(example["text"].encode()))], jobs=1)
-        run = scan.runs[0]
-        wanted = example.get("matcher")
-        states = [run.matchers[wanted]] if wanted in run.matchers else list(run.matchers.values())
-        message = None
-        if not any(state.count for state in states):
-            by = f"matcher '{wanted}'" if wanted else "any matcher"
-            message = f"example is not recognised by {by}: {example['text'][:80]!r}"
-        elif example.get("fires", True) and not eng.evaluate(run, scan).fired:
-            message = f"rule does not fire on this example alone (set fires: false if it cannot): {example['text'][:80]!r}"
-        if message is not None:
-            if document is not None:
-                problems.append(document.problem(("examples", index, "text"), message))
-            else:
-                problems.append(
-                    Problem(rule.get("source", rule["id"]), 1, 1, f"examples[{index}]", message)
-                )
-    return problems
+__all__ = [
+    "CompileOptions",
+    "CompileResult",
+    "compile_pack",
+    "compile_rules",
+    "regression_files",
+    "report",
+    "run",
+    "run_example_tests",
+    "run_rule_tests",
+]
 
 
 def compile_rules(
@@ -156,7 +62,7 @@ def compile_rules(
         if document is not None:
             problems.extend(rule_markup_problems(document))
         if run_tests:
-            problems.extend(run_rule_tests(rule, root, entries, document))
+            problems.extend(run_rule_tests(rule, root, document))
             problems.extend(run_example_tests(rule, document))
     if not loaded.files:
         problems.append(Problem(str(rules_dir or "rules"), 1, 1, "", "no rules (*.yaml) found"))
@@ -226,66 +132,98 @@ def pack_settings(root: Path) -> dict[str, str]:
     return {key: str(table[key]) for key in ("name", "version") if key in table}
 
 
-def run(args: argparse.Namespace) -> int:
-    root = Path(args.root)
+@dataclass(frozen=True)
+class CompileOptions:
+    """What `trainwreck compile` is asked to do (the command line's options, typed)."""
+
+    out: str = "dist"  # folder for the wheel, under the root unless absolute
+    bundle: str = "build/rules/bundle.json"  # under the root
+    rules_dir: str | None = None  # default ROOT/rules
+    wheel: bool = True
+    tests: bool = True  # run every rule's regression logs and examples
+    name: str | None = None  # default: [tool.trainwreck.pack] name, else trainwreck-rules
+    version: str | None = None  # default: [tool.trainwreck.pack] version, else the toolkit's
+    force: bool = False  # compile even when nothing it reads has changed
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CompileOptions:
+        return cls(
+            out=args.out,
+            bundle=args.bundle,
+            rules_dir=args.rules_dir,
+            wheel=not args.no_wheel,
+            tests=not args.no_tests,
+            name=args.name,
+            version=args.pack_version,
+            force=bool(getattr(args, "force", False)),
+        )
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """What a compile found and wrote."""
+
+    problems: list[Problem]
+    ok: bool  # no error: the bundle (and wheel) were written
+    message: str  # the one-line summary ("compiled N rules for M entries...: files"), or ""
+    replayed: bool = False  # nothing changed since the last compile: its result, reported again
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+def compile_pack(
+    root: Path, options: CompileOptions | None = None, *, kb: KnowledgeBase | None = None
+) -> CompileResult:
+    """Validate and test the rules of `root`, write the bundle and (unless told not to) the
+    wheel; replay the last result when nothing it reads has changed. Raises UsageError for bad
+    options. This is `trainwreck compile` without the printing (see `report`)."""
+    root = Path(root)
+    options = options or CompileOptions()
     try:
         pack = pack_settings(root)
     except ValueError as exc:
-        print(f"trainwreck: {exc}", file=sys.stderr)
-        return 2
-    args.name = args.name or pack.get("name", "trainwreck-rules")
-    args.pack_version = args.pack_version or pack.get("version", __version__)
-    if not valid_version(args.pack_version):
-        print(
-            f"trainwreck: --pack-version '{args.pack_version}' is not a valid version (e.g. 1.2.0)",
-            file=sys.stderr,
-        )
-        return 2
-    if not normalise(args.name).replace("_", "").isalnum():
-        print(f"trainwreck: --name '{args.name}' is not a valid distribution name", file=sys.stderr)
-        return 2
-    rules_dir = Path(args.rules_dir) if args.rules_dir else None
+        raise UsageError(str(exc)) from None
+    name = options.name or pack.get("name", "trainwreck-rules")
+    version = options.version or pack.get("version", __version__)
+    if not valid_version(version):
+        raise UsageError(f"--pack-version '{version}' is not a valid version (e.g. 1.2.0)")
+    if not normalise(name).replace("_", "").isalnum():
+        raise UsageError(f"--name '{name}' is not a valid distribution name")
+    rules_dir = Path(options.rules_dir) if options.rules_dir else None
     if rules_dir is not None and not rules_dir.is_absolute():
         rules_dir = root / rules_dir
-    key = compile_key(root, args, rules_dir)
-    if not getattr(args, "force", False) and _replay(root, key, args.format):
-        return 0
+    key = compile_key(root, options, rules_dir, name, version)
+    if not options.force:
+        replayed = _replay(root, key)
+        if replayed is not None:
+            return replayed
     stamps.forget(root, "compile")
     bundle, problems = compile_rules(
         root,
-        run_tests=not args.no_tests,
+        run_tests=options.tests,
         rules_dir=rules_dir,
-        name=args.name,
-        version=args.pack_version,
+        name=name,
+        version=version,
+        kb=kb if kb is not None and rules_dir is None else None,
     )
-    errors = [p for p in problems if p.severity == "error"]
-    if args.format == "json":
-        print(
-            json.dumps(
-                {"problems": [p.to_json() for p in problems], "ok": bundle is not None}, indent=2
-            )
-        )
-    else:
-        for problem in problems:
-            print(problem, file=sys.stderr)
     if bundle is None:
-        print(f"trainwreck: {len(errors)} error(s); nothing written", file=sys.stderr)
-        return 1
-    bundle_path = root / args.bundle
+        return CompileResult(problems, ok=False, message="")
+    bundle_path = root / options.bundle
     bundle_path.parent.mkdir(parents=True, exist_ok=True)
     bundle_path.write_text(json.dumps(bundle, sort_keys=True), encoding="utf-8")
-    written = [str(bundle_path)]
-    if not args.no_wheel:
-        out = Path(args.out)
+    written = [bundle_path]
+    if options.wheel:
+        out = Path(options.out)
         out = out if out.is_absolute() else root / out
-        written.append(str(write_wheel(bundle, out, name=args.name, version=args.pack_version)))
-    tested = "" if args.no_tests else ", regression logs pass"
+        written.append(write_wheel(bundle, out, name=name, version=version))
+    tested = ", regression logs pass" if options.tests else ""
     message = (
         f"compiled {len(bundle['rules'])} rules for {len(bundle['entries'])} entries{tested}: "
-        + ", ".join(written)
+        + ", ".join(str(path) for path in written)
     )
-    if args.format == "text":
-        print(message)
     logs = sorted(
         {
             str(root / item)
@@ -293,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             for kind in ("match", "clean")
             for item in rule["tests"][kind]
         }
-        if not args.no_tests
+        if options.tests
         else set()
     )
     stamps.save(
@@ -303,14 +241,39 @@ def run(args: argparse.Namespace) -> int:
         {
             "problems": [p.to_json() for p in problems],
             "message": message,
-            "outputs": stamps.digests(Path(path).resolve() for path in written),
+            "outputs": stamps.digests(path.resolve() for path in written),
             "logs": stamps.digests(Path(path).resolve() for path in logs),
         },
     )
-    return 0
+    return CompileResult(problems, ok=True, message=message, written=written)
 
 
-def compile_key(root: Path, args: argparse.Namespace, rules_dir: Path | None) -> str:
+def report(result: CompileResult, output: str = "text") -> None:
+    """Print a compile's result as the command does: problems (stderr, or a JSON document on
+    stdout), then the summary line."""
+    if output == "json":
+        problems = [p.to_json() for p in result.problems]
+        print(json.dumps({"problems": problems, "ok": result.ok}, indent=2))
+    else:
+        for problem in result.problems:
+            print(problem, file=sys.stderr)
+    if not result.ok:
+        # The problems above are the result; this closing line is part of it, not an error.
+        print(f"trainwreck: {len(result.errors)} error(s); nothing written", file=sys.stderr)
+    elif output == "text":
+        suffix = " (unchanged since the last compile; --force compiles again)"
+        print(result.message + (suffix if result.replayed else ""))
+
+
+def run(args: argparse.Namespace) -> int:
+    result = compile_pack(Path(args.root), CompileOptions.from_args(args))
+    report(result, args.format)
+    return 0 if result.ok else 1
+
+
+def compile_key(
+    root: Path, options: CompileOptions, rules_dir: Path | None, name: str, version: str
+) -> str:
     """What a compile reads, besides the regression logs (those are listed in the stamp, as
     the rules name them): the toolkit, the schemas, the rules, the entries (their summaries go
     into the bundle), mkdocs.yml (the site URL) and the options."""
@@ -325,34 +288,28 @@ def compile_key(root: Path, args: argparse.Namespace, rules_dir: Path | None) ->
         .text(
             str(root.resolve()),
             str(rules_dir),
-            args.bundle,
-            args.out,
-            args.no_wheel,
-            args.no_tests,
-            args.name,
-            args.pack_version,
+            options.bundle,
+            options.out,
+            not options.wheel,
+            not options.tests,
+            name,
+            version,
         )
         .hexdigest()
     )
 
 
-def _replay(root: Path, key: str, output: str) -> bool:
-    """Report the last compile again when nothing it read has changed and what it wrote is
-    intact; False when it must run."""
+def _replay(root: Path, key: str) -> CompileResult | None:
+    """The last compile's result when nothing it read has changed and what it wrote is intact;
+    None when it must run."""
     stamp = stamps.load(root, "compile", key)
     if stamp is None or not stamps.unchanged(stamp.get("outputs")):
-        return False
+        return None
     if not stamps.unchanged(stamp.get("logs")):
-        return False
+        return None
     try:
         problems = [Problem(**p) for p in stamp.get("problems", [])]
         message = str(stamp["message"])
     except (TypeError, KeyError):
-        return False
-    if output == "json":
-        print(json.dumps({"problems": [p.to_json() for p in problems], "ok": True}, indent=2))
-    else:
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print(f"{message} (unchanged since the last compile; --force compiles again)")
-    return True
+        return None
+    return CompileResult(problems, ok=True, message=message, replayed=True)
