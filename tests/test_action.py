@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
-from venvs import core_venv, trainwreck_wheel
 
+from tests.venvs import core_venv, trainwreck_wheel
 from trainwreck.rules.model import load_rules
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,14 +10,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import venv
 import zipfile
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from tests.venvs import core_venv, install_trainwreck
 from trainwreck.cli import main
 from trainwreck.rules.bundle import load_bundle_file
 
@@ -178,77 +176,12 @@ def test_the_repository_rules_compile():
 
 # --- a fresh environment with only the core install ------------------------------------------
 
-CORE = [
-    "pyyaml",
-    "jsonschema",
-    "attrs",
-    "jsonschema-specifications",
-    "referencing",
-    "rpds-py",
-    "typing-extensions",
-    "numpy",
-    "google-re2",
-]
-
-
-def _core_site(target: Path) -> None:
-    """A folder exposing only the core dependencies (links into this environment), so the fresh
-    venv needs no network and sees nothing else (no torch, no jupyter, no mkdocs)."""
-    target.mkdir()
-    for name in CORE:
-        dist = metadata.distribution(name)
-        tops = {Path(str(f)).parts[0] for f in dist.files or []}
-        for top in tops:
-            source = Path(dist.locate_file(top))
-            if source.exists() and not (target / top).exists() and top != "..":
-                (target / top).symlink_to(source)
-
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs a checkout")
 def test_rule_wheel_in_a_fresh_core_only_venv(tmp_path):
-    env_dir = tmp_path / "fresh"
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    core = tmp_path / "core-site"
-    _core_site(core)
-    Path(purelib, "core-deps.pth").write_text(str(core) + "\n")
-    # Install trainwreck alone: its wheel built offline when the build backend is at hand,
-    # otherwise the package files copied in as that wheel would lay them out.
+    python = core_venv(tmp_path / "fresh", tmp_path / "core-site")
     pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q"]
-    wheels = tmp_path / "wheels"
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-q",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        capture_output=True,
-    )
-    if built.returncode == 0:
-        subprocess.run(
-            [*pip, str(next(wheels.glob("trainwreck-*.whl")))], check=True, capture_output=True
-        )
-    else:
-        shutil.copytree(
-            ROOT / "src" / "trainwreck",
-            Path(purelib) / "trainwreck",
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-        shutil.copytree(ROOT / "schemas", Path(purelib) / "trainwreck" / "schemas")
+    install_trainwreck(python, tmp_path / "wheels")
     # Compile a rule pack from a demo repository and install its wheel.
     repo = make_repo(tmp_path / "repo")
     assert main(["compile", "--root", str(repo), "--pack-version", "2.0.0"]) == 0

@@ -62,10 +62,7 @@ def test_url_format() -> None:
 
 
 def test_compile_reports_markup_in_rule_text(tmp_path: Path) -> None:
-    import sys
-
-    sys.path.insert(0, str(REPO / "tests" / "browser"))
-    from fixture_repo import RULE, make_repo
+    from tests.browser.fixture_repo import RULE, make_repo
 
     root = make_repo(tmp_path / "repo")
     rule = RULE.replace(
@@ -94,11 +91,8 @@ def test_compile_reports_markup_in_rule_text(tmp_path: Path) -> None:
 
 def test_check_reports_markup_in_notebook_markdown_cells(tmp_path: Path) -> None:
     import json
-    import sys
 
-    sys.path.insert(0, str(REPO / "tests" / "browser"))
-    from fixture_repo import make_repo, notebook
-
+    from tests.browser.fixture_repo import make_repo, notebook
     from trainwreck.check import check_entries
 
     root = make_repo(tmp_path / "repo")

@@ -8,8 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from venvs import core_venv, pip_install, trainwreck_wheel
-
+from tests.venvs import core_venv, pip_install, trainwreck_wheel
 from trainwreck.cli import main
 from trainwreck.rules.compile import compile_rules
 from trainwreck.rules.wheel import write_wheel

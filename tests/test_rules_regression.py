@@ -4,24 +4,29 @@ Generic over rules/: a colleague's new rule is tested here automatically.
 - each rule file validates (schema, entry, RE2, condition, references);
 - each `tests.match` log yields a finding of the rule, each `tests.clean` log does not (the rule
   runs alone, as in `trainwreck compile`);
-- for each executed notebook's evidence (build/evidence/<id>/ or recordings/<id>/ with broken/ and
-  fixed/), all compiled rules diagnose broken/ as entry <id> and fixed/ as clean.
+- for each committed recording (recordings/<id>/ with broken/ and fixed/), all compiled rules
+  diagnose broken/ as entry <id> and fixed/ as clean; a recording that is present but does not
+  diagnose (no rule for its entry, nothing readable) fails, never skips. Evidence of notebooks
+  executed in a session is checked by tests/test_notebooks.py.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from trainwreck.diagnose import UsageError, diagnose
+from trainwreck.knowledge import KnowledgeBase
 from trainwreck.rules.bundle import RuleSet, compile_folder, entry_summaries
-from trainwreck.rules.model import load_rules, rule_files
+from trainwreck.rules.model import rule_files
 
 ROOT = Path(__file__).resolve().parents[1]
-LOADED = load_rules(ROOT)
+KB = KnowledgeBase.load(ROOT)
+LOADED = KB.rules
 RULES = {rule["id"]: rule for rule in LOADED.rules}
-ENTRIES = entry_summaries(ROOT)
+ENTRIES = entry_summaries(ROOT, entries=KB.entries)
 
 
 def _cases() -> list:
@@ -64,17 +69,19 @@ def test_rule_regression_log(rule_id, kind, log):
         assert not fired, f"{rule_id} fired on clean log {log}: {evidence}"
 
 
+def recordings(base: Path) -> list[Path]:
+    """The recordings under `base`: folders with both a broken/ and a fixed/ run."""
+    if not base.is_dir():
+        return []
+    return [
+        folder
+        for folder in sorted(base.iterdir())
+        if (folder / "broken").is_dir() and (folder / "fixed").is_dir()
+    ]
+
+
 def _evidence_dirs() -> list:
-    # Evidence of notebooks executed in this session is checked by tests/test_notebooks.py
-    # (after the session fixture runs them); here: the committed GPU recordings.
-    found = []
-    for base in (ROOT / "recordings",):
-        if not base.is_dir():
-            continue
-        for folder in sorted(base.iterdir()):
-            if (folder / "broken").is_dir() and (folder / "fixed").is_dir():
-                found.append(pytest.param(folder, id=f"{base.name}/{folder.name}"))
-    return found
+    return [pytest.param(f, id=f"recordings/{f.name}") for f in recordings(ROOT / "recordings")]
 
 
 EVIDENCE = _evidence_dirs()
@@ -82,10 +89,26 @@ EVIDENCE = _evidence_dirs()
 
 @pytest.fixture(scope="module")
 def all_rules() -> RuleSet:
-    bundle, _ = compile_folder(ROOT, cache=False)
+    bundle, _ = compile_folder(ROOT, cache=False, source=KB)
     rule_set = RuleSet()
     rule_set.add(bundle)
     return rule_set
+
+
+def check_recording(folder: Path, rule_set: RuleSet, root: Path = ROOT) -> None:
+    """broken/ is diagnosed as the folder's entry and fixed/ is clean; AssertionError otherwise
+    (a recording with no rule for its entry, or nothing readable in it, does not diagnose)."""
+    entry = folder.name
+    assert any(rule["entry"] == entry for rule in rule_set.rules), (
+        f"{folder}: no rule diagnoses entry {entry}; a committed recording must be diagnosed"
+    )
+    try:
+        broken = diagnose([str(folder / "broken")], root, rule_set=rule_set)
+        fixed = diagnose([str(folder / "fixed")], root, rule_set=rule_set)
+    except UsageError as exc:
+        raise AssertionError(f"{folder}: {exc}") from None
+    assert entry in broken.entries, f"{folder}/broken: expected {entry}, found {broken.entries}"
+    assert fixed.entries == [], f"{folder}/fixed should be clean, found {fixed.entries}"
 
 
 @pytest.mark.skipif(
@@ -93,13 +116,37 @@ def all_rules() -> RuleSet:
 )
 @pytest.mark.parametrize("folder", EVIDENCE or [None])
 def test_notebook_evidence_broken_is_diagnosed_and_fixed_is_clean(folder, all_rules):
-    entry = folder.name
-    if not any(rule["entry"] == entry for rule in all_rules.rules):
-        pytest.skip(f"no rule for entry {entry} yet")
-    try:
-        broken = diagnose([str(folder / "broken")], ROOT, rule_set=all_rules)
-        fixed = diagnose([str(folder / "fixed")], ROOT, rule_set=all_rules)
-    except UsageError:  # the notebook is being re-executed right now
-        pytest.skip(f"{folder} changed while reading")
-    assert entry in broken.entries, f"{folder}/broken: expected {entry}, found {broken.entries}"
-    assert fixed.entries == [], f"{folder}/fixed should be clean, found {fixed.entries}"
+    check_recording(folder, all_rules)
+
+
+def _recording(root: Path, entry: str, broken: Path, fixed: Path) -> Path:
+    """recordings/<entry>/ with copies of two logs (files or folders) as its runs."""
+    folder = root / "recordings" / entry
+    for run, source in (("broken", broken), ("fixed", fixed)):
+        if source.is_dir():
+            shutil.copytree(source, folder / run)
+        else:
+            (folder / run).mkdir(parents=True)
+            shutil.copy(source, folder / run / source.name)
+    return folder
+
+
+def test_a_recording_that_does_not_diagnose_fails_not_skips(tmp_path, all_rules):
+    rule = RULES["cuda-oom-capacity-oom"]
+    failing = ROOT / rule["tests"]["match"][0]
+    healthy = tmp_path / "healthy.log"
+    healthy.write_text("".join(f"step {n} loss {3 - n / 100:.2f}\n" for n in range(50)))
+    # no rule for the entry the folder is named after
+    orphan = _recording(tmp_path / "a", "no-such-entry", failing, healthy)
+    with pytest.raises(AssertionError, match="no rule diagnoses entry no-such-entry"):
+        check_recording(orphan, all_rules)
+    # a rule exists, but the broken run does not show the failure
+    quiet = _recording(tmp_path / "b", rule["entry"], healthy, healthy)
+    with pytest.raises(AssertionError, match="/broken: expected"):
+        check_recording(quiet, all_rules)
+    # a fixed run that still fails
+    still = _recording(tmp_path / "c", rule["entry"], failing, failing)
+    with pytest.raises(AssertionError, match="/fixed should be clean"):
+        check_recording(still, all_rules)
+    # and a recording that does diagnose passes
+    check_recording(_recording(tmp_path / "d", rule["entry"], failing, healthy), all_rules)

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "browser"))
-from fixture_repo import FIX_WORD, fake_run, make_repo, notebook, png_bytes
-
+from tests.browser.fixture_repo import FIX_WORD, fake_run, make_repo, notebook, png_bytes
 from trainwreck import site
 from trainwreck.cli import main
 from trainwreck.model import Entry, load_entries, load_entry

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import html
 import json
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "browser"))
-from payload_repo import ENTRY_ID, MARK, build_payload_site
-
+from tests.browser.payload_repo import ENTRY_ID, MARK, build_payload_site
 from trainwreck import sanitize, site
 
 pytest.importorskip("nh3")

@@ -3,16 +3,13 @@ exactly the stages that read it (trainwreck.stamps)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from test_compile_cli import make_repo as make_rules_repo
 
+from tests.test_compile_cli import make_repo as make_rules_repo
 from trainwreck import stamps
 from trainwreck.cli import main
-
-sys.path.insert(0, str(Path(__file__).parent / "browser"))
 
 UNCHANGED = "unchanged since the last compile"
 
@@ -100,8 +97,7 @@ def test_key_follows_content_not_time(tmp_path: Path) -> None:
 def test_second_build_skips_and_a_changed_entry_rebuilds(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
-    from fixture_repo import make_repo
-
+    from tests.browser.fixture_repo import make_repo
     from trainwreck import site
 
     root = make_repo(tmp_path / "repo")

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fixture_repo import HARDWARE, STRAGGLER, make_repo, notebook, png_bytes
+
+from tests.browser.fixture_repo import HARDWARE, STRAGGLER, make_repo, notebook, png_bytes
 
 ENTRY_ID = "demo-straggler"
 MARK = "/pwned/"

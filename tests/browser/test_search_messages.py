@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cdp import Browser, find_chromium
 
+from tests.browser.cdp import Browser
+from tests.browser.serving import require_chromium, require_modules, serving
 from trainwreck import site
 from trainwreck.model import load_entries
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 # entry -> what the reader pastes (or, for failures without a message, types)
 QUERIES: dict[str, str] = {
@@ -116,43 +114,23 @@ def test_every_entry_has_a_query() -> None:
     assert {entry.id for entry in entries} == set(QUERIES)
 
 
-def _require_chromium() -> str:
-    executable = find_chromium()
-    if executable is None:
-        reason = "headless Chromium is not installed (Debian: apt-get install -y chromium)"
-        if IN_CI:
-            pytest.fail(f"{reason}; CI must run the browser test")
-        pytest.skip(reason)
-    return executable
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A copy of the repository's knowledge base, built without running notebooks, served."""
-    _require_chromium()
-    for module in ("mkdocs", "material"):
-        if IN_CI:
-            __import__(module)
-        else:
-            pytest.importorskip(module)
+    require_chromium()
+    require_modules("mkdocs", "material")
     root = tmp_path_factory.mktemp("search") / "repo"
     for name in ("entries", "rules", "schemas", "docs", "notebooks", "tests/logs"):
         shutil.copytree(REPO / name, root / name)
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     site.build(root, reproduce=False)
-    server = site.make_server(root / "site")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(site.make_server(root / "site")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser(served: str) -> Iterator[Browser]:
-    with Browser(_require_chromium()) as chromium:
+    with Browser(require_chromium()) as chromium:
         yield chromium
 
 

@@ -10,63 +10,39 @@ where it fails.
 from __future__ import annotations
 
 import json
-import os
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from cdp import Browser, find_chromium
-from fixture_repo import FIX_WORD, REPO, make_repo
 
+from tests.browser.cdp import Browser
+from tests.browser.fixture_repo import FIX_WORD, REPO, make_repo
+from tests.browser.serving import require_chromium, require_modules, serving
 from trainwreck import site
 from trainwreck.cli import main
 
 ARTIFACTS = REPO / "test-artifacts"
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def _require_chromium() -> str:
-    executable = find_chromium()
-    if executable is None:
-        reason = "headless Chromium is not installed (Debian: apt-get install -y chromium)"
-        if IN_CI:
-            pytest.fail(f"{reason}; CI must run the browser test")
-        pytest.skip(reason)
-    return executable
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Build the fixture repository for real and serve its site/ on 127.0.0.1."""
-    executable = _require_chromium()
-    del executable
-    for module in ("mkdocs", "material", "nbclient", "matplotlib"):
-        if IN_CI:
-            __import__(module)
-        else:
-            pytest.importorskip(module)
+    require_chromium()
+    require_modules("mkdocs", "material", "nbclient", "matplotlib")
     root = make_repo(tmp_path_factory.mktemp("browser") / "repo")
     # The real build: check -> reproduce (executes the notebook) -> compile -> site.
     assert main(["build", "--root", str(root)]) == 0
     manifest = json.loads((root / "build/manifest.json").read_text())
     record = next(r for r in manifest["notebooks"] if r["id"] == "demo-straggler")
     assert record["status"] == "passed"
-    server = site.make_server(root / "site")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(site.make_server(root / "site")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser(served: str) -> Iterator[Browser]:
-    executable = _require_chromium()
-    with Browser(executable) as chromium:
+    with Browser(require_chromium()) as chromium:
         yield chromium
 
 

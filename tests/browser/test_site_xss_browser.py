@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from cdp import Browser, find_chromium
-from payload_repo import ENTRY_ID, MARK, build_payload_site
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from tests.browser.cdp import Browser
+from tests.browser.payload_repo import ENTRY_ID, MARK, build_payload_site
+from tests.browser.serving import require_chromium, require_modules, serving
 
 PAGES = [
     "",
@@ -70,16 +68,8 @@ class _Recording(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
-    if find_chromium() is None:
-        reason = "headless Chromium is not installed (Debian: apt-get install -y chromium)"
-        if IN_CI:
-            pytest.fail(f"{reason}; CI must run the browser test")
-        pytest.skip(reason)
-    for module in ("mkdocs", "material", "nh3"):
-        if IN_CI:
-            __import__(module)
-        else:
-            pytest.importorskip(module)
+    require_chromium()
+    require_modules("mkdocs", "material", "nh3")
     site_dir = build_payload_site(tmp_path_factory.mktemp("xss-browser") / "repo")
     # The control: one page where a payload is live, to show the observers work.
     (site_dir / "control.html").write_text(
@@ -90,21 +80,13 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, lis
     handler = functools.partial(
         type("Handler", (_Recording,), {"requests": requests}), directory=str(site_dir)
     )
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
+        yield url, requests
 
 
 @pytest.fixture(scope="module")
 def browser(hostile: tuple[str, list[str]]) -> Iterator[Browser]:
-    executable = find_chromium()
-    assert executable is not None
-    with Browser(executable) as chromium:
+    with Browser(require_chromium()) as chromium:
         yield chromium
 
 

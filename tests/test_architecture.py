@@ -1,0 +1,164 @@
+"""The shape of the code (docs/architecture.md): dependencies point one way, modules stay small.
+
+Layers, lowest first; a module may import its own layer and the ones below, never one above:
+
+0. base: the loader and what every stage shares (model, errors, markup, sanitize, vocabulary,
+   stamps, the package itself);
+1. rules: the rule model, the engine and the bundle (everything under rules/ but compile);
+2. knowledge: the knowledge base over entries, rules and notebooks (knowledge/);
+3. stages: check, reproduce, compile, diagnose, explain, new (scaffold), probe;
+4. pipelines: build (site) and review, which drive several stages;
+5. the command line (cli, __main__).
+
+Imports inside functions count too: a lazy import that runs back up is still an upward edge.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainwreck"
+
+BASE = {"trainwreck", "model", "errors", "markup", "sanitize", "vocabulary", "stamps"}
+STAGES = {"check", "reproduce", "diagnose", "explain", "scaffold", "probe", "rules.compile"}
+PIPELINES = {"site", "review"}
+COMMAND_LINE = {"cli", "__main__"}
+LAYER_NAMES = ("base", "rules", "knowledge", "stages", "pipelines", "command line")
+
+# Modules allowed above MAX_LINES, each with the reason. A split module leaves this list.
+MAX_LINES = 500
+OVERSIZED = {
+    "site.py": "being split into the site/ package (issue 11, arch-split)",
+    "reproduce.py": "being split into the reproduce/ package (issue 11, arch-split)",
+    "rules/engine.py": "being split into reading, prefixes, scanning, evaluation (issue 11, arch-rules)",
+    "review.py": "one command's report: the base tree, the comparisons and their Markdown, "
+    "each a short function; split when it grows further",
+    "diagnose.py": "inputs, findings and three renderers of one command (the renderers move to "
+    "the typed Finding in issue 11, arch-rules)",
+    "model.py": "the YAML loader's defences (nesting, aliases, tags, sizes) and the schema "
+    "messages belong together",
+    "probe/recorder.py": "the probe's recorder runs inside training jobs with no dependencies; "
+    "one file users can read whole",
+    "rules/condition.py": "the condition grammar, its parser and evaluation, documented together",
+    "rules/detectors.py": "the detectors' numeric code, one function each",
+}
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """src/trainwreck/rules/engine.py -> "rules.engine"; a package's __init__ is the package."""
+    parts = list(path.relative_to(package).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) or "trainwreck"
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[0]
+    if name in COMMAND_LINE:
+        return 5
+    if top in PIPELINES:
+        return 4
+    if name in STAGES or top in STAGES or name.startswith("rules.compile"):
+        return 3
+    if top == "knowledge":
+        return 2
+    if top == "rules":
+        return 1
+    if name in BASE:
+        return 0
+    raise AssertionError(f"trainwreck.{name} has no layer: add it to tests/test_architecture.py")
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+
+
+def imported(path: Path, known: set[str], package_dir: Path = PACKAGE) -> set[str]:
+    """The trainwreck modules `path` imports, anywhere in it (module level or in functions)."""
+    own = module_name(path, package_dir)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found: set[str] = set()
+
+    def add(dotted: str) -> None:
+        # `from trainwreck.rules import engine` names a module; `from trainwreck import
+        # __version__` names the package.
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        found.add(dotted or "trainwreck")
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "trainwreck" or alias.name.startswith("trainwreck."):
+                    add(alias.name.removeprefix("trainwreck").lstrip("."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's package upwards
+                base = package.split(".") if package and package != "trainwreck" else []
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                prefix = ".".join([*base, *(node.module or "").split(".")]).strip(".")
+            elif node.module and (node.module + ".").startswith("trainwreck."):
+                prefix = node.module.removeprefix("trainwreck").lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                add(f"{prefix}.{alias.name}".strip("."))
+    found.discard(own)
+    return found
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        layer(name)
+
+
+def test_no_import_runs_back_up():
+    known = set(modules())
+    upward = []
+    for name, path in modules().items():
+        for target in sorted(imported(path, known)):
+            if layer(target) > layer(name):
+                upward.append(
+                    f"trainwreck.{name} ({LAYER_NAMES[layer(name)]}) imports trainwreck.{target} "
+                    f"({LAYER_NAMES[layer(target)]})"
+                )
+    assert not upward, "\n".join(upward)
+
+
+def test_the_import_scan_sees_lazy_and_relative_imports(tmp_path):
+    """The checker itself: a lazy import inside a function and a relative import are found,
+    and an import of the command line from the engine counts as running back up."""
+    fake = tmp_path / "trainwreck"
+    (fake / "rules").mkdir(parents=True)
+    for name in ("__init__.py", "cli.py", "rules/__init__.py", "rules/model.py"):
+        (fake / name).write_text("")
+    (fake / "rules" / "engine.py").write_text(
+        "def f():\n    from trainwreck.cli import main\n    from . import model\n"
+    )
+    found = imported(fake / "rules" / "engine.py", set(modules(fake)), fake)
+    assert found == {"cli", "rules.model"}
+    assert layer("cli") > layer("rules.engine")
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_modules_stay_small(path: Path):
+    relative = str(path.relative_to(PACKAGE))
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if relative in OVERSIZED:
+        assert lines > MAX_LINES, (
+            f"{relative} is down to {lines} lines: remove it from OVERSIZED in {Path(__file__).name}"
+        )
+    else:
+        assert lines <= MAX_LINES, (
+            f"{relative} has {lines} lines (limit {MAX_LINES}): split it by concern, or list it "
+            "in OVERSIZED with the reason"
+        )
+
+
+def test_oversized_lists_only_existing_modules():
+    missing = [name for name in OVERSIZED if not (PACKAGE / name).is_file()]
+    assert not missing, f"remove from OVERSIZED (no such module any more): {missing}"
