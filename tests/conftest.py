@@ -17,6 +17,14 @@ def repo_root() -> Path:
     return REPO
 
 
+@pytest.fixture(scope="session", autouse=True)
+def caches_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The toolkit's stamps and rules cache go to a temporary folder, for every test and every
+    command a test runs (the variable is inherited): no test writes into the checkout's build/.
+    A test of the default location unsets it for itself (monkeypatch.delenv)."""
+    os.environ["TRAINWRECK_CACHE_DIR"] = str(tmp_path_factory.mktemp("trainwreck-cache"))
+
+
 @pytest.fixture(scope="session")
 def reproduced_manifest() -> dict[str, Any]:
     """build/manifest.json after running every notebook this host can run, at ci scale, two at a

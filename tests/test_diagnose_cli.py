@@ -370,7 +370,8 @@ def test_rules_option_accepts_a_bundle_or_a_folder(tmp_path):
     assert "cuda-allocator-fragmentation" in report.entries
 
 
-def test_checkout_bundle_is_cached_by_content(tmp_path):
+def test_checkout_bundle_is_cached_by_content(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRAINWRECK_CACHE_DIR", raising=False)  # this test reads ROOT/build
     repo = _repo(
         tmp_path,
         {"e": "[]"},

@@ -2,7 +2,8 @@
 
 A stage of `trainwreck build` or `trainwreck compile` is skipped when a key over the content of
 everything it reads (and over the toolkit's own source, so a new toolkit redoes the work) equals
-the key its last successful run stored in `build/stamps/<stage>.json`, and the outputs that run
+the key its last successful run stored in `build/stamps/<stage>.json` (or under
+$TRAINWRECK_CACHE_DIR, see `cache_dir`), and the outputs that run
 recorded are still there, byte for byte. Keys are over content, never modification times: a
 checkout or `touch` that leaves the bytes alone costs nothing, any changed byte redoes the stage.
 
@@ -107,8 +108,23 @@ def unchanged(recorded: Any) -> bool:
     )
 
 
+# Where the toolkit keeps its own bookkeeping (stamps, the rules cache) instead of ROOT/build/:
+# a folder outside the checkout, one subfolder per checkout. The test suite sets it so that no
+# test writes into the repository's build/; a read-only checkout can set it to skip work again.
+CACHE_DIR_VARIABLE = "TRAINWRECK_CACHE_DIR"
+
+
+def cache_dir(root: Path) -> Path:
+    """ROOT/build, or the checkout's own folder under $TRAINWRECK_CACHE_DIR when it is set."""
+    base = os.environ.get(CACHE_DIR_VARIABLE)
+    if not base:
+        return root / "build"
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
+    return Path(base) / digest
+
+
 def stamp_path(root: Path, stage: str) -> Path:
-    return root / "build" / "stamps" / f"{stage}.json"
+    return cache_dir(root) / "stamps" / f"{stage}.json"
 
 
 def load(root: Path, stage: str, key: str) -> dict[str, Any] | None:

@@ -5,7 +5,8 @@ engine never parses YAML or conditions) and each entry's summary for reports. So
 order `diagnose` uses them (the first bundle that defines a rule id wins):
 1. `--rules PATH`: a bundle file or a rules folder;
 2. a repository checkout (ROOT/rules/*.yaml): compiled in memory, cached under
-   ROOT/build/rules-cache/ keyed by the content hash of rules, entries and toolkit;
+   ROOT/build/rules-cache/ (or under $TRAINWRECK_CACHE_DIR) keyed by the content hash of rules,
+   entries and toolkit;
 3. every installed rule pack: entry points in group `trainwreck.rules`.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from trainwreck import __version__
+from trainwreck import __version__, stamps
 from trainwreck.errors import UsageError
 from trainwreck.model import Entry, Problem
 
@@ -277,7 +278,7 @@ def compile_folder(
     `source`: the rules folder's rules and the entries, already read (else read here)."""
     rules_dir = rules_dir or root / "rules"
     key = content_hash(root, rules_dir)
-    cache_file = root / "build" / "rules-cache" / f"{key}.json"
+    cache_file = stamps.cache_dir(root) / "rules-cache" / f"{key}.json"
     if cache and cache_file.is_file():
         try:
             cached = json.loads(cache_file.read_text(encoding="utf-8"))
