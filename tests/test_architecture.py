@@ -33,14 +33,13 @@ MAX_LINES = 500
 OVERSIZED = {
     "site.py": "being split into the site/ package (issue 11, arch-split)",
     "reproduce.py": "being split into the reproduce/ package (issue 11, arch-split)",
-    "rules/engine.py": "being split into reading, prefixes, scanning, evaluation (issue 11, arch-rules)",
-    "diagnose.py": "inputs, findings and three renderers of one command (the renderers move to "
-    "the typed Finding in issue 11, arch-rules)",
+    "diagnose.py": "one command's inputs, findings and its text, Markdown and JSON renderers of "
+    "the typed Finding",
     "model.py": "the YAML loader's defences (nesting, aliases, tags, sizes) and the schema "
     "messages belong together",
     "probe/recorder.py": "the probe's recorder runs inside training jobs with no dependencies; "
     "one file users can read whole",
-    "rules/condition.py": "the condition grammar, its parser and evaluation, documented together",
+    "rules/condition.py": "the condition grammar (in the docstring) and its parser, together",
     "rules/detectors.py": "the detectors' numeric code, one function each",
 }
 
