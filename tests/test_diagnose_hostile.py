@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_compile_cli import make_repo
 
+from tests.test_compile_cli import make_repo
 from trainwreck import diagnose as dg
 from trainwreck.cli import main
 from trainwreck.rules import engine as eng

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_compile_cli import make_repo
 
+from tests.test_compile_cli import make_repo
 from trainwreck.check import check_entries
 from trainwreck.cli import main
 from trainwreck.model import DocumentError, parse_yaml

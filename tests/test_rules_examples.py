@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from test_compile_cli import make_repo
 
+from tests.test_compile_cli import make_repo
 from trainwreck.cli import main
 from trainwreck.site import Rule, render_rule
 

@@ -465,7 +465,7 @@ def test_serve_serves_the_site(built: Path) -> None:
 def test_the_repository_site_builds(tmp_path: Path, reproduced_manifest: dict) -> None:
     """Every real entry gets its page with its reproduction and its rules, from the notebooks
     this host ran (the session's shared reproduce run), and the real docs build strictly."""
-    from fixture_repo import REPO
+    from tests.browser.fixture_repo import REPO
 
     summary = site.build(
         REPO, reproduce=False, site_dir=tmp_path / "site", docs_dir=tmp_path / "docs"
