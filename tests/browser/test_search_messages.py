@@ -39,6 +39,7 @@ QUERIES: dict[str, str] = {
     "cuda-device-side-assert": "torch.AcceleratorError: CUDA error: device-side assert triggered",
     "cuda-illegal-memory-access": "CUDA error: an illegal memory access was encountered",
     "cuda-oom-capacity": "RuntimeError: CUDA error: out of memory",
+    "cuda-driver-too-old": "RuntimeError: The NVIDIA driver on your system is too old (found version 12080).",
     "cuda-arch-unsupported": "CUDA error: no kernel image is available for execution on the device",
     "bf16-unsupported-gpu": "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
     "flash-attn-unsupported-gpu": "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
