@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from trainwreck import reproduce as rp
+from trainwreck.reproduce import processes, runner
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
@@ -249,7 +250,7 @@ def test_gpu_notebook_skipped_recorded_or_stale(
     from trainwreck.model import load_entry
 
     root = _gpu_repo(tmp_path)
-    monkeypatch.setattr(rp, "cuda_available", lambda *a, **k: False)
+    monkeypatch.setattr(runner, "cuda_available", lambda *a, **k: False)
     records = by_id(rp.reproduce(root))
     assert records["gpu-thing"]["status"] == "skipped-needs-gpu"
     assert records["gpu-thing"]["executed"] is None
@@ -372,13 +373,13 @@ def test_record_then_serve_recording_without_gpu(
     # A "GPU" notebook that does not really need one, so the recording path runs here.
     make_notebook(tmp_path, "gpu-thing", [EVIDENCE_CELL])
     make_entry(tmp_path, "gpu-thing", "notebook: notebooks/gpu-thing.ipynb\ndevice: gpu")
-    monkeypatch.setattr(rp, "cuda_available", lambda *a, **k: True)
+    monkeypatch.setattr(runner, "cuda_available", lambda *a, **k: True)
     ran = by_id(rp.reproduce(tmp_path, record=True))["gpu-thing"]
     assert ran["status"] == "passed"
     assert (tmp_path / "recordings/gpu-thing.ipynb").is_file()
     assert (tmp_path / "recordings/gpu-thing/broken/rank0.log").is_file()
 
-    monkeypatch.setattr(rp, "cuda_available", lambda *a, **k: False)
+    monkeypatch.setattr(runner, "cuda_available", lambda *a, **k: False)
     shown = by_id(rp.reproduce(tmp_path))["gpu-thing"]
     assert shown["status"] == "recorded-gpu"
     assert shown["source_hash"] == ran["source_hash"]
@@ -446,7 +447,7 @@ def test_double_forked_daemons_are_killed(tmp_path: Path, ending: str) -> None:
 def test_reaping_restores_the_sub_reaper_setting() -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_CHILD_SUBREAPER is Linux only")
-    assert rp._child_subreaper(False) is not None  # supported here; now off
-    with rp.reaping():
-        assert rp._child_subreaper(True) is True  # was on inside
-    assert rp._child_subreaper(False) is False  # and off again after
+    assert processes._child_subreaper(False) is not None  # supported here; now off
+    with processes.reaping():
+        assert processes._child_subreaper(True) is True  # was on inside
+    assert processes._child_subreaper(False) is False  # and off again after
