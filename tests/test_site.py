@@ -14,6 +14,8 @@ from tests.browser.fixture_repo import FIX_WORD, fake_run, make_repo, notebook, 
 from trainwreck import site
 from trainwreck.cli import main
 from trainwreck.model import Entry, load_entries, load_entry
+from trainwreck.reproduce.records import RunRecord
+from trainwreck.site import text as site_text
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("material")
@@ -37,7 +39,8 @@ RECORD = {
 
 
 def test_status_reproduced_names_host_date_versions() -> None:
-    status = site.status_for(_entry({"notebook": "n.ipynb", "device": "cpu"}), RECORD, {"abc"})
+    entry = _entry({"notebook": "n.ipynb", "device": "cpu"})
+    status = site.status_for(entry, RunRecord.from_json(RECORD), {"abc"})
     assert status.kind == "reproduced" and status.show_outputs
     assert status.sentence == (
         "Reproduced on Demo CPU 9000 on 2026-11-30 01:02 UTC with Python 3.11.2, torch 2.13.0; "
@@ -46,7 +49,8 @@ def test_status_reproduced_names_host_date_versions() -> None:
 
 
 def test_status_is_stale_when_the_notebook_changed() -> None:
-    status = site.status_for(_entry({"notebook": "n.ipynb", "device": "cpu"}), RECORD, {"new"})
+    entry = _entry({"notebook": "n.ipynb", "device": "cpu"})
+    status = site.status_for(entry, RunRecord.from_json(RECORD), {"new"})
     assert status.kind == "stale"
     assert not status.show_outputs
     assert "older version of the notebook" in status.sentence
@@ -57,7 +61,8 @@ def test_status_recorded_on_gpu() -> None:
     record = dict(RECORD, status="recorded-gpu")
     record["host"] = {"cpu": "x", "gpu": "NVIDIA H200", "driver": "570.1"}
     record["versions"] = {"python": "3.11", "torch": "2.13.0", "cuda": "12.8"}
-    status = site.status_for(_entry({"notebook": "n.ipynb", "device": "gpu"}), record, {"abc"})
+    entry = _entry({"notebook": "n.ipynb", "device": "gpu"})
+    status = site.status_for(entry, RunRecord.from_json(record), {"abc"})
     assert status.kind == "recorded" and status.show_outputs
     assert status.sentence.startswith("Recorded on GPU NVIDIA H200 on 2026-11-30 01:02 UTC")
     assert "CUDA 12.8" in status.sentence and "driver 570.1" in status.sentence
@@ -80,6 +85,7 @@ def test_status_recorded_on_gpu() -> None:
     ],
 )  # fmt: skip
 def test_status_never_claims_a_run(reproduction, record, kind, words) -> None:
+    record = RunRecord.from_json(record) if record is not None else None
     status = site.status_for(_entry(reproduction), record, {"abc"})
     assert status.kind == kind
     assert words in status.sentence
@@ -166,27 +172,27 @@ def test_long_code_cells_fold_away(tmp_path: Path) -> None:
 
 def test_long_output_is_clipped() -> None:
     text = "\n".join(f"line {i}" for i in range(500))
-    clipped = site._clip(text, 60)
+    clipped = site_text.clip(text, 60)
     assert len(clipped.split("\n")) == 61
     assert "(440 lines omitted)" in clipped
 
 
 def test_fence_outlasts_backticks_in_code() -> None:
-    fenced = site._fence("a ```` b", "text")
+    fenced = site_text.fenced("a ```` b", "text")
     assert fenced.startswith("`````text\n") and fenced.endswith("\n`````")
 
 
 def test_table_cells_are_one_line_with_pipes_escaped() -> None:
-    assert site._cell("a | b\n  c") == "a \\| b c"
+    assert site_text.inline_md("a | b\n  c") == "a \\| b c"
     # A code span is rendered (and sanitised) before the table sees it; its pipe stays escaped.
-    assert site._cell("x `a|b` | y") == "x <code>a\\|b</code> \\| y"
-    assert site._code("a`b|c") == "``a`b|c``"
+    assert site_text.inline_md("x `a|b` | y") == "x <code>a\\|b</code> \\| y"
+    assert site_text.code_span("a`b|c") == "``a`b|c``"
 
 
 def test_pipes_in_cells_and_code_spans_render_in_one_cell() -> None:
     import markdown
 
-    table = f"| a | b |\n|---|---|\n| {site._cell('x `a|b` | y')} | z |\n"
+    table = f"| a | b |\n|---|---|\n| {site_text.inline_md('x `a|b` | y')} | z |\n"
     html = markdown.markdown(table, extensions=["tables"])
     assert "<td>x <code>a|b</code> | y</td>" in html
     assert "<td>z</td>" in html
@@ -576,7 +582,7 @@ def test_entry_page_lists_the_messages_its_rules_recognise(built: Path) -> None:
     ],
 )
 def test_first_sentence_respects_quotes_code_and_brackets(text: str, first: str) -> None:
-    assert site._first_sentence(text) == first
+    assert site_text.first_sentence(text) == first
 
 
 def test_repository_rows_and_triage_reach_every_entry(repo_root: Path) -> None:

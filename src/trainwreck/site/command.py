@@ -1,0 +1,111 @@
+"""`trainwreck build` and `trainwreck serve` on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import socketserver
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainwreck.site.errors import BuildError
+from trainwreck.site.pipeline import build
+
+
+def configure_build_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-reproduce",
+        action="store_true",
+        help="do not run notebooks; use build/manifest.json as it is",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help="notebooks to run in parallel (default 1)"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail on check warnings and failed notebooks (the site build is always strict)",
+    )
+    parser.add_argument("--site-dir", default=None, help="output folder (default: site/)")
+
+
+def run_build(args: argparse.Namespace) -> int:
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        summary = build(
+            args.root,
+            reproduce=not args.no_reproduce,
+            jobs=max(1, args.jobs),
+            strict=args.strict,
+            site_dir=args.site_dir,
+            progress=say,
+        )
+    except BuildError as exc:
+        print(f"trainwreck build: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, UnicodeError) as exc:
+        # A file that cannot be read or written (permissions, disk full): one line, no traceback.
+        print(f"trainwreck build: {exc}", file=sys.stderr)
+        return 1
+    print("built site/" if not args.site_dir else f"built {args.site_dir}")
+    for line in summary.lines():
+        print(f"  {line}")
+    if summary.failed:
+        print(
+            f"trainwreck build: {len(summary.failed)} notebook(s) failed; their pages say so",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def configure_serve_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+    parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    parser.add_argument("--site-dir", default=None, help="folder to serve (default: site/)")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        if os.environ.get("TRAINWRECK_SERVE_LOG"):
+            super().log_message(format, *args)
+
+
+def make_server(site: Path, host: str = "127.0.0.1", port: int = 0) -> socketserver.TCPServer:
+    """An HTTP server over `site` (port 0 picks a free port: server.server_address[1])."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    return http.server.ThreadingHTTPServer((host, port), handler)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    site = Path(args.site_dir) if args.site_dir else root / "site"
+    if not (site / "index.html").is_file():
+        print(
+            f"trainwreck serve: {site}/index.html does not exist; run `trainwreck build` first",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        server = make_server(site, args.host, args.port)
+    except OSError as exc:
+        print(
+            f"trainwreck serve: cannot listen on {args.host}:{args.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+    host, port = server.server_address[:2]
+    print(f"serving {site}/ at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

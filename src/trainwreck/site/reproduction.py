@@ -1,0 +1,178 @@
+"""The Reproduction section of an entry page: status, how to run it, the executed notebook
+and the evidence the run wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from trainwreck.model import Entry
+from trainwreck.reproduce.records import EvidenceFiles
+from trainwreck.site.notebook import is_image, render_notebook, svg_figure
+from trainwreck.site.status import PageStatus
+from trainwreck.site.text import ANSI_RE, clip, code_span, fenced, inline_md, prose
+
+# A training log can be large; the page shows an excerpt of its start.
+LOG_EXCERPT_BYTES = 64 * 1024
+
+
+def render_reproduction(
+    root: Path,
+    entry: Entry,
+    status: PageStatus,
+    page_dir: Path,
+) -> tuple[str, int]:
+    """The reproduction section and the number of figures written next to the page."""
+    lines = ["## Reproduction", ""]
+    # The sentence quotes contributed text (a reason, a notebook's error message).
+    lines += [f'!!! {status.admonition} "Status"', "", f"    {inline_md(status.sentence)}", ""]
+    reproduction = entry.reproduction
+    notebook_path = reproduction.get("notebook")
+    if not notebook_path:
+        return "\n".join(lines), 0
+    if reproduction.get("note"):
+        lines += [prose(reproduction["note"]), ""]
+    lines += _how_to_run(entry.id, notebook_path)
+    record = status.record
+    executed = _read_json(root, record.executed) if status.show_outputs and record else None
+    shown_outputs = executed is not None
+    source = executed if executed is not None else _read_json(root, notebook_path)
+    if source is None:
+        lines += [f"The notebook {code_span(notebook_path)} could not be read.", ""]
+        return "\n".join(lines), 0
+    rendered = render_notebook(source, page_dir, prefix="figure", show_outputs=shown_outputs)
+    figures = list(rendered.figures)
+    lines += _notebook_heading(entry.id, status, shown_outputs)
+    lines += [rendered.markdown, ""]
+    if shown_outputs and record is not None:
+        lines += _evidence_section(root, record.evidence, page_dir, figures)
+    return "\n".join(lines), len(figures)
+
+
+def _how_to_run(entry_id: str, notebook_path: str) -> list[str]:
+    return [
+        "Run it yourself from a clone of the repository:",
+        "",
+        fenced(
+            "pip install -e '.[repro]'\n"
+            f"trainwreck reproduce {entry_id}\n"
+            f"jupyter lab {notebook_path}",
+            "bash",
+        ),
+        "",
+    ]
+
+
+def _read_json(root: Path, path: str | None) -> Any:
+    """The notebook at `path` (relative to the root), or None when absent or unreadable."""
+    if not path:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads((root / path).read_text(encoding="utf-8"))
+    return None
+
+
+def _notebook_heading(entry_id: str, status: PageStatus, shown_outputs: bool) -> list[str]:
+    """What the reader is looking at: the run itself, or the source and why without outputs."""
+    if shown_outputs:
+        return [
+            "### The executed notebook",
+            "",
+            "Below is the notebook as it ran for the status above: its code, its printed "
+            "output and its figures.",
+            "",
+        ]
+    if status.show_outputs:  # a run of this source, but its executed copy is gone
+        executed = status.record.executed if status.record else None
+        return [
+            "### The notebook",
+            "",
+            f"The executed copy ({code_span(executed)}) is missing from this build, so the "
+            f"source is shown without outputs; `trainwreck reproduce {entry_id}` restores it.",
+            "",
+        ]
+    return [
+        "### The notebook",
+        "",
+        "The notebook's source is shown without outputs: there is no run of this exact "
+        "source to show.",
+        "",
+    ]
+
+
+def _evidence_section(
+    root: Path, evidence: EvidenceFiles, page_dir: Path, figures: list[str]
+) -> list[str]:
+    lines = _measured_fingerprint(root, evidence.metrics)
+    lines += _log_excerpts(root, evidence)
+    if not figures:
+        lines += _evidence_figures(root, evidence.figures, page_dir, figures)
+    return lines
+
+
+def _measured_fingerprint(root: Path, metrics: str | None) -> list[str]:
+    if not metrics:
+        return []
+    with contextlib.suppress(OSError, ValueError):
+        values = json.loads((root / metrics).read_text(encoding="utf-8"))
+        return [
+            "### Measured fingerprint",
+            "",
+            f"The run wrote these numbers to `{metrics}`:",
+            "",
+            fenced(clip(json.dumps(values, indent=2), 80), "json"),
+            "",
+        ]
+    return []
+
+
+def _log_excerpts(root: Path, evidence: EvidenceFiles) -> list[str]:
+    if not (evidence.broken or evidence.fixed):
+        return []
+    lines = [
+        "### Training logs written by the run",
+        "",
+        "The broken and fixed runs' logs are regression tests of the detection rules: "
+        "the rules must diagnose the broken log as this failure and the fixed log as clean.",
+        "",
+    ]
+    for side, logs in (("broken", evidence.broken), ("fixed", evidence.fixed)):
+        for log in logs[:1]:
+            with contextlib.suppress(OSError), open(root / log, "rb") as handle:
+                head = handle.read(LOG_EXCERPT_BYTES).decode("utf-8", errors="replace")
+                text = head.rsplit("\n", 1)[0] if len(head) == LOG_EXCERPT_BYTES else head
+                lines += [
+                    f"Excerpt of `{log}` ({side} run):",
+                    "",
+                    fenced(clip(ANSI_RE.sub("", text), 12), "text"),
+                    "",
+                ]
+    return lines
+
+
+def _evidence_figures(
+    root: Path, paths: tuple[str, ...], page_dir: Path, figures: list[str]
+) -> list[str]:
+    """The figures the run wrote (when the notebook showed none itself)."""
+    lines: list[str] = []
+    for figure_path in paths:
+        source = root / str(figure_path)
+        if not source.is_file():
+            continue
+        suffix = source.suffix.lower()
+        with contextlib.suppress(OSError):
+            if suffix == ".svg":
+                svg = source.read_text(encoding="utf-8", errors="replace")
+                figures.append(f"evidence-{len(figures) + 1}.svg (inline)")
+                lines += [svg_figure(svg, f"Figure {len(figures)} written by the run"), ""]
+            elif is_image(source.read_bytes()[:16], suffix):
+                # Only raster images are copied next to the page: an .html or .svg file
+                # there would be a document of the site's origin.
+                name = f"evidence-{len(figures) + 1}{suffix}"
+                shutil.copyfile(source, page_dir / name)
+                figures.append(name)
+                lines += [f"![Figure {len(figures)} written by the run]({name})", ""]
+    return lines

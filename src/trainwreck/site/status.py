@@ -1,0 +1,175 @@
+"""The honest status of an entry's reproduction: what its page may say and show.
+
+It comes from the entry's manifest record checked against the current notebook source: a page
+never claims a run that did not happen for the source it shows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainwreck.model import Entry
+from trainwreck.reproduce.records import RunRecord, Status, status_word
+from trainwreck.reproduce.source import SCALES, source_hash
+from trainwreck.site.text import first_sentence, human_date
+
+
+@dataclass
+class PageStatus:
+    """What the page says about the reproduction, and whether it may show the outputs."""
+
+    kind: str  # reproduced | recorded | stale | needs-gpu | not-reproducible | failed | not-run
+    label: str  # short: for index tables
+    sentence: str  # the badge text
+    admonition: str  # material admonition type
+    show_outputs: bool  # only for a run of the current source
+    record: RunRecord | None = None
+
+
+def current_hashes(root: Path, entry: Entry) -> set[str]:
+    """The source hashes the current notebook would have at each scale (empty if unknown)."""
+    reproduction = entry.reproduction
+    notebook = reproduction.get("notebook")
+    if not notebook:
+        return set()
+    try:
+        data = json.loads((root / notebook).read_text(encoding="utf-8"))
+        return {source_hash(data, reproduction, scale) for scale in SCALES}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return set()
+
+
+def status_for(entry: Entry, record: RunRecord | None, hashes: set[str]) -> PageStatus:
+    """The honest status of an entry's reproduction.
+
+    `record` is the entry's manifest record (or None) and `hashes` the source hashes of the
+    current notebook: a record whose hash is not among them ran an older notebook and is stale.
+    """
+    reproduction = entry.reproduction
+    if "not_reproducible" in reproduction:
+        reason = " ".join(str(reproduction["not_reproducible"]).split())
+        return PageStatus(
+            "not-reproducible",
+            "not reproducible",
+            f"Not reproducible: {reason}",
+            "info",
+            False,
+        )
+    device = str(reproduction.get("device") or "cpu")
+    if record is None:
+        if device == "gpu":
+            return _needs_gpu(None)
+        return PageStatus(
+            "not-run",
+            "not yet run",
+            "Not yet reproduced: this build has no run of the notebook "
+            "(run `trainwreck build` without `--no-reproduce`).",
+            "warning",
+            False,
+        )
+    return _from_record(record, device, hashes)
+
+
+def _from_record(record: RunRecord, device: str, hashes: set[str]) -> PageStatus:
+    status = record.status
+    current = not hashes or record.source_hash in hashes
+    if status is Status.STALE or (status in (Status.PASSED, Status.RECORDED_GPU) and not current):
+        return PageStatus(
+            "stale",
+            "stale",
+            "Stale: the recorded run is for an older version of the notebook; "
+            "its outputs are not shown.",
+            "warning",
+            False,
+            record,
+        )
+    if status is Status.PASSED:
+        return _reproduced(record, device)
+    if status is Status.RECORDED_GPU:
+        return _recorded(record)
+    if status is Status.SKIPPED_NEEDS_GPU:
+        return _needs_gpu(record)
+    if status is Status.FAILED:
+        return _failed(record)
+    return PageStatus(
+        "not-run",
+        "not yet run",
+        f"Not yet reproduced (manifest status {status_word(status)!r}).",
+        "warning",
+        False,
+        record,
+    )
+
+
+def _versions(record: RunRecord) -> str:
+    versions = record.versions
+    parts = []
+    if versions.python:
+        parts.append(f"Python {versions.python}")
+    if versions.torch:
+        parts.append(f"torch {versions.torch}")
+    if versions.cuda:
+        parts.append(f"CUDA {versions.cuda}")
+    return ", ".join(parts)
+
+
+def _with_versions(record: RunRecord) -> str:
+    versions = _versions(record)
+    return f" with {versions}" if versions else ""
+
+
+def _reproduced(record: RunRecord, device: str) -> PageStatus:
+    host = record.host
+    where = host.gpu if device == "gpu" and host.gpu else host.cpu
+    where = where or "an unknown host"
+    when = human_date(record.started)
+    return PageStatus(
+        "reproduced",
+        "reproduced",
+        f"Reproduced on {where} on {when}{_with_versions(record)}; fingerprint asserted.",
+        "success",
+        True,
+        record,
+    )
+
+
+def _recorded(record: RunRecord) -> PageStatus:
+    host = record.host
+    gpu = host.gpu or "an unknown GPU"
+    driver = f", driver {host.driver}" if host.driver else ""
+    when = human_date(record.started)
+    return PageStatus(
+        "recorded",
+        "recorded on GPU",
+        f"Recorded on GPU {gpu} on {when}{_with_versions(record)}{driver}; fingerprint asserted.",
+        "success",
+        True,
+        record,
+    )
+
+
+def _needs_gpu(record: RunRecord | None) -> PageStatus:
+    return PageStatus(
+        "needs-gpu",
+        "needs a GPU",
+        "Not yet reproduced: needs a GPU, and no GPU recording of this notebook exists yet.",
+        "warning",
+        False,
+        record,
+    )
+
+
+def _failed(record: RunRecord) -> PageStatus:
+    error = record.error
+    cell = error.cell if error is not None else None
+    stopped = f"stopped at cell {cell}" if isinstance(cell, int) and cell >= 0 else "failed"
+    message = first_sentence(str((error.message if error else None) or "unknown error"), 200)
+    return PageStatus(
+        "failed",
+        "failed",
+        f"Failed: the last run, on {human_date(record.started)}, {stopped}: {message}",
+        "failure",
+        False,
+        record,
+    )
