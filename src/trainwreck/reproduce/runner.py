@@ -13,6 +13,7 @@ from trainwreck.reproduce.cache import id_lock, restore_cache, store_cache
 from trainwreck.reproduce.execution import (
     DEFAULT_CELL_TIMEOUT,
     DEFAULT_TIMEOUT,
+    Progress,
     RunOptions,
     execute,
 )
@@ -24,8 +25,6 @@ from trainwreck.reproduce.recordings import recorded_gpu_record, write_recording
 from trainwreck.reproduce.records import RunError, RunRecord, Status
 from trainwreck.reproduce.source import SCALES, read_notebook_json, source_hash
 from trainwreck.reproduce.targets import ReproduceError, Target, discover, notebook_file
-
-Progress = Callable[[str], None]
 
 
 def reproduce(
