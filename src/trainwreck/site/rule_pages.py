@@ -12,6 +12,8 @@ from trainwreck.site.text import SLUG_RE, code_span, fenced, inline_md, plain, p
 
 @dataclass
 class Rule:
+    """A rule as its file says it: the page quotes the rule as written (compile validates it)."""
+
     id: str
     file: str
     data: dict[str, Any]
