@@ -13,6 +13,7 @@ import pytest
 
 from tests.browser.payload_repo import ENTRY_ID, MARK, build_payload_site
 from trainwreck import sanitize, site
+from trainwreck.site import text as site_text
 
 pytest.importorskip("nh3")
 pytest.importorskip("mkdocs")
@@ -152,7 +153,7 @@ def test_images_load_only_from_the_page_folder() -> None:
 
 
 def test_fence_language_cannot_carry_attributes() -> None:
-    fence = site._fence("x = 1", "python {onclick=fetch('/pwned/x')}")
+    fence = site_text.fenced("x = 1", "python {onclick=fetch('/pwned/x')}")
     assert fence.startswith("```\n")
     assert live(page_html(fence)) == []
 
@@ -234,7 +235,7 @@ def test_reference_url_cannot_end_the_link_early(hostile_site: Path) -> None:
 
 def test_headings_with_quotes_and_markup_keep_their_toc_text() -> None:
     toc = md.Markdown(extensions=["toc", "attr_list"])
-    heading = site._cell('it\'s <b>"x"</b> `y`')
+    heading = site_text.inline_md('it\'s <b>"x"</b> `y`')
     toc.convert(f"### Fix: {heading}")
     token = toc.toc_tokens[0]
     assert html.unescape(token["name"]) == 'Fix: it\'s <b>"x"</b> y'
@@ -254,5 +255,5 @@ def test_headings_with_quotes_and_markup_keep_their_toc_text() -> None:
 )
 def test_inline_text_is_never_read_as_a_block(source: str, shown: str) -> None:
     # A threshold "> 0.9" in a table cell is not a quote; a heading "1. Calibration" not a list.
-    cell = page_html(f"| a |\n|---|\n| {site._cell(source)} |\n")
+    cell = page_html(f"| a |\n|---|\n| {site_text.inline_md(source)} |\n")
     assert f"<td>{html.escape(shown, quote=False)}</td>" in cell
