@@ -4,23 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainwreck.knowledge.relations import LABELS, inverse_of
 from trainwreck.model import Entry
 
-RELATION_LABELS = {
-    "co-occurs": "Often seen together with",
-    "confused-with": "Easily confused with",
-    "causes": "Can cause",
-    "caused-by": "Can be caused by",
-    "see-also": "See also",
-}
-# The relation as seen from the other side, for reverse links.
-INVERSE_RELATION = {
-    "co-occurs": "co-occurs",
-    "confused-with": "confused-with",
-    "causes": "caused-by",
-    "caused-by": "causes",
-    "see-also": "see-also",
-}
+# The relation vocabulary lives in the knowledge base; the page labels links with it and names
+# reverse links by the inverse relation.
+RELATION_LABELS = LABELS
 
 
 @dataclass
@@ -51,7 +40,7 @@ def related_links(entries: list[Entry]) -> dict[str, list[RelatedLink]]:
             other = item["id"]
             if (other, entry.id) in seen or other == entry.id:
                 continue
-            relation = INVERSE_RELATION.get(str(item.get("relation")), "see-also")
+            relation = inverse_of(item.get("relation"))
             links[other].append(RelatedLink(entry.id, relation, item.get("note"), True))
             seen.add((other, entry.id))
     return links

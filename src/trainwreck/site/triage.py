@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from trainwreck.knowledge.relations import CONFUSED_WITH
 from trainwreck.model import Entry
 from trainwreck.site.related import RelatedLink
 from trainwreck.site.text import inline_md, summary_line
@@ -49,7 +50,7 @@ def _candidate(
     if first:
         lines.append(f"    - *First check:* {first}")
     for link in links:
-        if link.relation == "confused-with" and link.id in titles:
+        if link.relation == CONFUSED_WITH and link.id in titles:
             note = f": {inline_md(link.note)}" if link.note else ""
             lines.append(
                 f"    - *Not to be confused with* [{inline_md(titles[link.id])}]"
