@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable
@@ -92,23 +91,16 @@ def compile_stage(root: Path) -> int:
     write build/rules/bundle.json and the rule wheel into dist/); returns the rule count."""
     if not any((root / "rules").glob("*.yaml")):
         return 0  # nothing to compile yet (a new knowledge base); the pages say "no rule yet"
-    try:
-        from trainwreck.rules import compile as rules_compile
-    except ImportError as exc:
-        raise BuildError(f"the rule compiler is not available ({exc})") from None
-    parser = argparse.ArgumentParser(prog="trainwreck compile")
-    parser.add_argument("--root", default=".")
-    rules_compile.configure_parser(parser)
-    args = parser.parse_args(["--root", str(root)])
+    from trainwreck.knowledge import KnowledgeBase
+    from trainwreck.rules.compile import CompileOptions, compile_pack, report
+
+    kb = KnowledgeBase.load(root)
+    result = compile_pack(root, CompileOptions(), kb=kb)
     # Its problems and its one-line result go to the terminal as they do for `trainwreck compile`.
-    code = rules_compile.run(args)
-    if code != 0:
+    report(result)
+    if not result.ok:
         raise BuildError("compile: the rules have errors (listed above); fix them and build again")
-    try:
-        bundle = json.loads((root / args.bundle).read_text(encoding="utf-8"))
-        return len(bundle.get("rules") or [])
-    except (OSError, ValueError, AttributeError):
-        return len(load_rules(root))
+    return len(kb.rules.rules)  # all of them validated: the bundle holds every one
 
 
 class _Steps:
