@@ -95,7 +95,7 @@ QUERIES: dict[str, str] = {
     "resume-data-skip": "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
     "resume-divergence": "loss jumps right after resuming from a checkpoint",
     "grad-accum-loss-normalization": "gradient accumulation normalises the loss wrongly",
-    "flash-attn-abi-mismatch": "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+    "flash-attn-abi-mismatch": "flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
     "cuda-extension-build-failure": "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
     "inductor-backend-compile-failed": "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')",
     "device-mismatch": "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
