@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
             record=getattr(args, "record", False),
         )
     except ReproduceError as exc:
-        print(f"trainwreck: {exc}", file=sys.stderr)
-        return 2
+        print(exc.report("reproduce"), file=sys.stderr)
+        return exc.exit_code
     except OSError as exc:  # build/ not writable, disk full: one line, not a traceback
         print(f"trainwreck: {exc.filename or 'build/'}: {exc.strerror or exc}", file=sys.stderr)
         return 1

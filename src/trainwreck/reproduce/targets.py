@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainwreck.errors import UsageError
 from trainwreck.model import load_entries
 
 
-class ReproduceError(Exception):
-    """Bad input to the runner (unknown id, unreadable notebook): reported as one line."""
+class ReproduceError(UsageError):
+    """Bad input to the runner (unknown id, unreadable notebook): one line, exit 2."""
 
 
 @dataclass

@@ -46,8 +46,8 @@ def run_build(args: argparse.Namespace) -> int:
             progress=say,
         )
     except BuildError as exc:
-        print(f"trainwreck build: {exc}", file=sys.stderr)
-        return 1
+        print(exc.report("build"), file=sys.stderr)
+        return exc.exit_code
     except (OSError, UnicodeError) as exc:
         # A file that cannot be read or written (permissions, disk full): one line, no traceback.
         print(f"trainwreck build: {exc}", file=sys.stderr)

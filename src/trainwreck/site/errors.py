@@ -1,7 +1,8 @@
-"""Errors of the site build."""
+"""Errors of the site build: the build's error is the one of the common hierarchy
+(`trainwreck.errors.BuildError`, reported as `trainwreck build: ...`, exit 1)."""
 
 from __future__ import annotations
 
+from trainwreck.errors import BuildError
 
-class BuildError(Exception):
-    """A stage failed; the message is one line for the user."""
+__all__ = ["BuildError"]

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck import stamps
-from trainwreck.model import Entry, load_entries
+from trainwreck.knowledge import KnowledgeBase
+from trainwreck.model import Entry
 from trainwreck.reproduce.records import Status, manifest_records, status_word
 from trainwreck.sanitize import SanitizerMissing
 from trainwreck.site.docs import Pages, generate_docs
 from trainwreck.site.errors import BuildError
 from trainwreck.site.mkdocs_build import run_mkdocs
-from trainwreck.site.rule_pages import load_rules
+from trainwreck.site.rule_pages import rules_from_knowledge
 from trainwreck.site.skipping import (
     cached_pages,
     cached_site,
@@ -86,15 +87,14 @@ def failed_notebooks(manifest: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def compile_stage(root: Path) -> int:
+def compile_stage(root: Path, kb: KnowledgeBase | None = None) -> int:
     """`trainwreck compile` as the command runs it (validate, run every rule's regression logs,
     write build/rules/bundle.json and the rule wheel into dist/); returns the rule count."""
     if not any((root / "rules").glob("*.yaml")):
         return 0  # nothing to compile yet (a new knowledge base); the pages say "no rule yet"
-    from trainwreck.knowledge import KnowledgeBase
     from trainwreck.rules.compile import CompileOptions, compile_pack, report
 
-    kb = KnowledgeBase.load(root)
+    kb = kb or KnowledgeBase.load(root)
     result = compile_pack(root, CompileOptions(), kb=kb)
     # Its problems and its one-line result go to the terminal as they do for `trainwreck compile`.
     report(result)
@@ -137,12 +137,14 @@ def build(
     entries = _check_step(steps, summary, strict)
     manifest = _reproduce_step(steps, summary, reproduce, jobs, strict)
 
+    # One knowledge base for compile and the pages: each rule and entry file is parsed once.
+    kb = KnowledgeBase.load(root)
     steps.say("[3/5] compile: validating and compiling rules")
-    summary.rules = compile_stage(root)
+    summary.rules = compile_stage(root, kb)
     steps.say(f"  {summary.rules} rules compiled ({steps.lap()})")
 
     docs_out = Path(docs_dir).resolve() if docs_dir else root / "build" / "docs"
-    pages = _pages_step(steps, entries, manifest, docs_out)
+    pages = _pages_step(steps, kb, entries, manifest, docs_out)
     summary.figures = pages.figures
 
     site = Path(site_dir).resolve() if site_dir else root / "site"
@@ -224,7 +226,11 @@ def _last_manifest(steps: _Steps) -> dict[str, Any] | None:
 
 
 def _pages_step(
-    steps: _Steps, entries: list[Entry] | None, manifest: dict[str, Any] | None, docs_out: Path
+    steps: _Steps,
+    kb: KnowledgeBase,
+    entries: list[Entry] | None,
+    manifest: dict[str, Any] | None,
+    docs_out: Path,
 ) -> Pages:
     """[4/5]: the docs dir, unless its inputs are unchanged since it was last generated."""
     root = steps.root
@@ -233,9 +239,9 @@ def _pages_step(
     pages = cached_pages(root, key, docs_out)
     if pages is None:
         if entries is None:
-            entries, _ = load_entries(root)
+            entries = kb.entries
         try:
-            pages = generate_docs(root, docs_out, entries, manifest, load_rules(root))
+            pages = generate_docs(root, docs_out, entries, manifest, rules_from_knowledge(kb))
         except SanitizerMissing as exc:
             raise BuildError(str(exc)) from None
         save_pages(root, key, docs_out, pages)

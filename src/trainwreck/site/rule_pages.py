@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainwreck.model import DocumentError, load_yaml
 from trainwreck.site.text import SLUG_RE, code_span, fenced, inline_md, plain, prose
+
+if TYPE_CHECKING:
+    from trainwreck.knowledge import KnowledgeBase
 
 
 @dataclass
@@ -18,6 +21,18 @@ class Rule:
     file: str
     data: dict[str, Any]
     text: str
+
+
+def rules_from_knowledge(kb: KnowledgeBase) -> list[Rule]:
+    """The rules the knowledge base validated for compile (build compiles first), in file order,
+    each with its file's text for the page: no rule file is parsed again for the site."""
+    rules = []
+    for rule in kb.rules.rules:
+        document = kb.rules.documents.get(rule["id"])
+        if document is not None:
+            text = (kb.root / document.file).read_text(encoding="utf-8")
+            rules.append(Rule(rule["id"], document.file, document.data, text))
+    return sorted(rules, key=lambda rule: rule.file)
 
 
 def load_rules(root: Path) -> list[Rule]:
