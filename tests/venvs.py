@@ -45,26 +45,18 @@ def make_core_site(target: Path) -> None:
                 (target / top).symlink_to(source)
 
 
+def _pip_wheel(out: Path) -> subprocess.CompletedProcess[bytes]:
+    """`pip wheel` of this checkout into `out`: no dependencies, no build isolation, no index."""
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    return subprocess.run(
+        [*command, "--no-index", "-q", "-w", str(out), str(ROOT)], capture_output=True
+    )
+
+
 def trainwreck_wheel(out: Path) -> Path:
     """This checkout as a wheel (hatchling from the dev extra; no build isolation, no index)."""
     pytest.importorskip("hatchling", reason="the dev extra (hatchling) builds the wheel offline")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-q",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    _pip_wheel(out).check_returncode()
     return next(out.glob("trainwreck-*.whl"))
 
 
@@ -72,15 +64,9 @@ def core_venv(env_dir: Path, core_site: Path) -> Path:
     """A venv at env_dir whose only packages are the core dependencies; returns its python."""
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
     if not core_site.exists():
         make_core_site(core_site)
-    Path(purelib, "core-deps.pth").write_text(str(core_site) + "\n")
+    (purelib(python) / "core-deps.pth").write_text(str(core_site) + "\n")
     return python
 
 
@@ -99,22 +85,7 @@ def purelib(python: Path) -> Path:
 def install_trainwreck(python: Path, wheels: Path) -> None:
     """Install this checkout alone into the venv: its wheel built offline when the build backend
     is at hand, otherwise the package files copied in as that wheel would lay them out."""
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-q",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        capture_output=True,
-    )
+    built = _pip_wheel(wheels)
     if built.returncode == 0:
         pip_install(python, next(wheels.glob("trainwreck-*.whl")), deps=False)
         return

@@ -32,18 +32,24 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
+def _fence_after(line: str, fence: str | None) -> str | None:
+    """The code fence open after `line` (its character, ` or ~), given the one open before it:
+    headings inside a fenced block are code, not headings."""
+    marker = re.match(r"(`{3,}|~{3,})", line.lstrip())
+    if marker:
+        if fence is None:
+            return marker.group(1)[0]
+        if line.lstrip().startswith(fence):
+            return None
+    return fence
+
+
 def _demote_headings(markdown: str, levels: int = 2) -> str:
     """Notebook headings sit under the page's Reproduction section: '# A' becomes '### A'."""
     out = []
     fence: str | None = None
     for line in markdown.split("\n"):
-        stripped = line.lstrip()
-        marker = re.match(r"(`{3,}|~{3,})", stripped)
-        if marker:
-            if fence is None:
-                fence = marker.group(1)[0]
-            elif stripped.startswith(fence):
-                fence = None
+        fence = _fence_after(line, fence)
         if fence is None and re.match(r"#{1,6}\s", line):
             hashes = len(line) - len(line.lstrip("#"))
             line = "#" * min(6, hashes + levels) + line[hashes:]
@@ -65,13 +71,7 @@ def _notebook_markdown(markdown: str) -> str:
         chunk.clear()
 
     for line in _demote_headings(markdown).split("\n"):
-        stripped = line.lstrip()
-        marker = re.match(r"(`{3,}|~{3,})", stripped)
-        if marker:
-            if fence is None:
-                fence = marker.group(1)[0]
-            elif stripped.startswith(fence):
-                fence = None
+        fence = _fence_after(line, fence)
         heading = re.match(r"(#{1,6})\s+(.*?)(\s+#+)?\s*$", line) if fence is None else None
         if heading:
             flush()
