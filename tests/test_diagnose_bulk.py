@@ -106,13 +106,13 @@ def both(
 
 def count_bulk(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     calls = {"bulk": 0}
-    original = eng.Engine._scan_bulk
+    original = eng.Engine._scan_shapes
 
     def counted(self: eng.Engine, *args: Any, **kwargs: Any) -> Any:
         calls["bulk"] += 1
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(eng.Engine, "_scan_bulk", counted)
+    monkeypatch.setattr(eng.Engine, "_scan_shapes", counted)
     return calls
 
 

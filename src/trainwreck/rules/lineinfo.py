@@ -75,13 +75,39 @@ def parse_time(text: bytes | str) -> float:
         return _iso_time(found.groups())
     found = _GLOG.search(text, 0, 200)
     if found:
-        mo, d, h, mi, s, frac = found.groups()
-        try:
-            base = calendar.timegm((GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s)))
-        except (ValueError, OverflowError):
-            return math.nan
-        return base + float(b"0." + frac)
+        return _glog_time(found.groups())
     return math.nan
+
+
+def _glog_time(groups: tuple[bytes, ...]) -> float:
+    mo, d, h, mi, s, frac = groups
+    try:
+        base = calendar.timegm((GLOG_YEAR, int(mo), int(d), int(h), int(mi), int(s)))
+    except (ValueError, OverflowError):
+        return math.nan
+    return base + float(b"0." + frac)
+
+
+TimeSpans = tuple[bool, tuple[tuple[int, int], ...]]  # (ISO, else glog; its groups' spans)
+
+
+def time_spans(text: bytes) -> TimeSpans | None:
+    """Where parse_time reads the time of `text` (None: it has none). The timestamp patterns
+    tell digits apart only by '\\d', so a line with its digits changed has the same spans."""
+    for iso, pattern in ((True, _ISO), (False, _GLOG)):
+        found = pattern.search(text, 0, 200)
+        if found:
+            return iso, found.regs[1:]
+    return None
+
+
+def time_at(text: bytes, spans: TimeSpans | None) -> float:
+    """parse_time of `text` read at the spans time_spans found for its shape."""
+    if spans is None:
+        return math.nan
+    iso, groups = spans
+    values = tuple(text[a:b] if a >= 0 else None for a, b in groups)
+    return _iso_time(values) if iso else _glog_time(values)  # type: ignore[arg-type]
 
 
 def rank_from_path(display: str) -> Any:

@@ -1,6 +1,6 @@
 """The compiled patterns of a rule set: every distinct RE2 pattern once, with the matchers of
-the rules that use it, the RE2 set that tells which patterns match a line, and the prefilters
-that find candidate lines (and blocks where one pattern alone can match)."""
+the rules that use it, the RE2 set that tells which patterns match a line, and the prefilter
+that finds candidate lines."""
 
 from __future__ import annotations
 
@@ -118,6 +118,16 @@ def bulk_ok(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
     )
 
 
+def series_fed(rules: list[dict[str, Any]], users: list[PatternUse]) -> frozenset[tuple[int, str]]:
+    """The series (rule index, name) that take points from a pattern's matches."""
+    return frozenset(
+        (user.run_index, name)
+        for user in users
+        for name, spec in rules[user.run_index]["series"].items()
+        if user.matcher in spec["matchers"]
+    )
+
+
 def feeds_distinct(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
     """Whether no series takes points from two uses of one pattern (then per-line order would
     interleave their points, which a per-matcher bulk store would not)."""
@@ -142,35 +152,15 @@ def pattern_set(patterns: list[str]) -> Any:
     return found
 
 
-def prefilters(patterns: list[str], json_literals: set[str], sample: bytes) -> tuple[Any, Any]:
-    """(prefilter, block set). The prefilter is one RE2 search for all patterns' required
-    literals, chosen as the rarest in `sample` (the first block of input): a line must contain
-    one of them to be worth matching.
-
-    The same per-pattern prefilters also go into an RE2 set run once over each block: it names
-    the patterns that can match anywhere in the block, so a block where only one can (the
-    step-time lines of a long run) skips the per-line set match. None when RE2 cannot take a
-    prefilter in a set (then every line uses the pattern set)."""
-    found = [regexes.prefilter_pattern(p, sample) for p in patterns]
-    alternatives = [f"(?:{p})" for p in found]
+def prefilters(patterns: list[str], json_literals: set[str], sample: bytes) -> Any:
+    """The prefilter: one RE2 search for all patterns' required literals, chosen as the rarest in
+    `sample` (the first block of input): a line must contain one of them to be worth matching.
+    None without patterns."""
+    alternatives = [f"(?:{regexes.prefilter_pattern(p, sample)})" for p in patterns]
     alternatives += sorted(json_literals)
-    prefilter: Any = None
-    block_set: Any = None
-    if alternatives:
-        opts = regexes.options()
-        opts.never_capture = True
-        opts.max_mem = 256 << 20
-        prefilter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
-    if found:
-        opts = regexes.options()
-        opts.never_capture = True
-        opts.max_mem = 256 << 20
-        candidate = re2.Set.SearchSet(opts)
-        try:
-            for pattern in found:
-                candidate.Add(f"(?m:{pattern})")
-            candidate.Compile()
-            block_set = candidate
-        except Exception:  # a prefilter RE2 cannot take in a set: every line uses the set
-            block_set = None
-    return prefilter, block_set
+    if not alternatives:
+        return None
+    opts = regexes.options()
+    opts.never_capture = True
+    opts.max_mem = 256 << 20
+    return re2.compile("(?m)" + "|".join(alternatives), opts)._regexp

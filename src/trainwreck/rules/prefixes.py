@@ -203,9 +203,16 @@ def _continues(line: bytes, nxt: bytes) -> str | None:
     return None
 
 
-def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
-    """(rank named by the prefixes or None, the message without them and its right padding)."""
-    rank: int | str | None = None
+RankSpan = tuple[str, int, int]  # ("number" | "name", start, end) of the rank in the line
+
+
+def split_spans(raw: bytes) -> tuple[int, int, RankSpan | None]:
+    """Where the message of `raw` starts and ends once its prefixes and right padding are removed,
+    and where the rank they name is (None when none does). Offsets into `raw`; split_prefix
+    reads them. Prefix patterns tell digits apart only by '\\d' and digit counts, so a line with
+    its digits changed has the same spans (shapes.py relies on it)."""
+    rank: RankSpan | None = None
+    start = 0
     body = raw
     for _ in range(_MAX_PREFIXES):
         if not body:
@@ -220,12 +227,31 @@ def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
         if match is None or match.end() == 0:
             break
         if rank is None:
-            groups = match.groupdict()
-            number = groups.get("r_torchrun") or groups.get("r_mpi") or groups.get("r_srun")
-            if number is not None:
-                # ten digits or more is not a rank (and int() refuses 4300 digits and more)
-                rank = int(number) if len(number) <= _MAX_RANK_DIGITS else None
-            elif groups.get("k8s"):
-                rank = groups["k8s"].decode("ascii", "replace")
+            for group in ("r_torchrun", "r_mpi", "r_srun"):
+                if group in pattern.groupindex and match.start(group) >= 0:
+                    # ten digits or more is not a rank (and int() refuses 4300 digits and more)
+                    if match.end(group) - match.start(group) <= _MAX_RANK_DIGITS:
+                        rank = ("number", start + match.start(group), start + match.end(group))
+                    break
+            else:
+                if "k8s" in pattern.groupindex and match.start("k8s") < match.end("k8s"):
+                    rank = ("name", start + match.start("k8s"), start + match.end("k8s"))
+        start += match.end()
         body = body[match.end() :]
-    return rank, body.rstrip(b" \t")
+    return start, start + len(body.rstrip(b" \t")), rank
+
+
+def rank_of(raw: bytes, rank: RankSpan | None) -> int | str | None:
+    """The rank a span of split_spans names in `raw`."""
+    if rank is None:
+        return None
+    kind, start, end = rank
+    if kind == "number":
+        return int(raw[start:end])
+    return raw[start:end].decode("ascii", "replace")
+
+
+def split_prefix(raw: bytes) -> tuple[int | str | None, bytes]:
+    """(rank named by the prefixes or None, the message without them and its right padding)."""
+    start, end, rank = split_spans(raw)
+    return rank_of(raw, rank), raw[start:end]

@@ -229,3 +229,75 @@ def _drop_line_anchors(pattern: str) -> str:
             out.append(ch)
         i += 1
     return "".join(out)
+
+
+# --- digit-blind patterns ----------------------------------------------------------------------
+
+_DIGITS = frozenset(range(0x30, 0x3A))
+_ALL_DIGIT_CATEGORIES = {"CATEGORY_DIGIT", "CATEGORY_WORD", "CATEGORY_NOT_SPACE"}
+_NO_DIGIT_CATEGORIES = {"CATEGORY_NOT_DIGIT", "CATEGORY_NOT_WORD", "CATEGORY_SPACE"}
+
+
+def digit_blind(pattern: str) -> bool:
+    """Whether `pattern` cannot tell one ASCII digit from another: no literal digit, and every
+    character class holds all ten digits or none. Such a pattern matches a line exactly when it
+    matches the line with every digit turned into '0', with the same group spans (its automaton
+    moves alike on every digit), which is what lets the engine reuse one line's matches for every
+    line of the same shape (shapes.py). False whenever it cannot be proven."""
+    if any(token in pattern for token in ("[[:", "\\p", "\\P", "\\C", "\\Q", "\\x{")):
+        return False
+    try:
+        parsed = _sre_p.parse(pattern)
+    except Exception:
+        return False
+    return _blind(list(parsed))
+
+
+def _blind(items: list[Any]) -> bool:
+    for op, arg in items:
+        name = str(op)
+        if name in ("LITERAL", "NOT_LITERAL"):
+            if arg in _DIGITS:
+                return False
+        elif name == "IN":
+            covered = _class_digits(arg)
+            if covered is None or covered not in (frozenset(), _DIGITS):
+                return False
+        elif name == "SUBPATTERN":
+            if not _blind(list(arg[-1])):
+                return False
+        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+            if not _blind(list(arg[2])):
+                return False
+        elif name == "BRANCH":
+            if not all(_blind(list(branch)) for branch in arg[1]):
+                return False
+        elif name not in ("ANY", "AT"):
+            return False  # anything else (lookarounds, backreferences) is not analysed
+    return True
+
+
+def _class_digits(items: list[Any]) -> frozenset[int] | None:
+    """The ASCII digits a character class matches (None when it cannot be told)."""
+    covered: set[int] = set()
+    negate = False
+    for op, arg in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            if arg in _DIGITS:
+                covered.add(arg)
+        elif name == "RANGE":
+            low, high = arg
+            covered.update(d for d in _DIGITS if low <= d <= high)
+        elif name == "CATEGORY":
+            category = str(arg).replace("_UNI_", "_").replace("_LOC_", "_")
+            if category in _ALL_DIGIT_CATEGORIES:
+                covered.update(_DIGITS)
+            elif category not in _NO_DIGIT_CATEGORIES:
+                return None
+        else:
+            return None
+    found = frozenset(covered)
+    return _DIGITS - found if negate else found

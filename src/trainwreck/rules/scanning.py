@@ -8,8 +8,9 @@ How a log is read, and why it is fast:
   every other line costs only RE2's scan and a newline count;
 - a candidate line is decoded, its rank prefix removed (lineinfo.py, prefixes.py), and one RE2
   set tells which patterns match; only those run again, for their captures;
-- where one pattern alone can match in the rest of a block, its lines are matched and recorded
-  as a batch (store.store_bulk);
+- in a busy block, lines are read through their shape (shapes.py: the line with its digits
+  masked), worked out once, and their matches are recorded per pattern in batches
+  (store.store_bulk);
 - numbers go to per-rank series buffers; evidence lines are capped per matcher (state.py).
 """
 
@@ -36,6 +37,7 @@ from trainwreck.rules.lineinfo import (
 )
 from trainwreck.rules.patterns import PatternUse
 from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
+from trainwreck.rules.shapes import GENERAL, MASK, MAX_SHAPE_LINE, ShapeBook, ShapeLines
 from trainwreck.rules.state import RuleRun, ScanResult, Skipped
 from trainwreck.rules.store import Batch, Line, pattern_hit, store, store_bulk
 from trainwreck.rules.store import record as record_match
@@ -64,32 +66,26 @@ class Engine:
             for rule in rules
         )
         self.shared_series = patterns.shared_series(rules)
-        # Patterns whose every use is a plain regex matcher without a 'rank' capture can take the
-        # bulk path (_scan_bulk) when they are the only pattern that can match in a block.
+        # Patterns whose every use is a plain regex matcher without a 'rank' capture can be
+        # recorded in batches (_scan_shapes).
         self.bulk = [patterns.bulk_ok(rules, users_of) for users_of in self.users]
         self.set = patterns.pattern_set(self.pattern_list)
+        self.shapes = ShapeBook(
+            self.pattern_list,
+            self.users,
+            self.set,
+            self.bulk,
+            [patterns.series_fed(rules, users_of) for users_of in self.users],
+            bool(self.json_matchers),
+        )
         self.prefilter: Any = None
-        self.block_set: Any = None
         self._start_filter: Any = None
         self._prefilter_ready = False
 
     def _build_prefilter(self, sample: bytes) -> None:
-        """The prefilters, chosen on the first block of input (patterns.prefilters)."""
-        self.prefilter, self.block_set = patterns.prefilters(
-            self.pattern_list, self.json_literals, sample
-        )
+        """The prefilter, chosen on the first block of input (patterns.prefilters)."""
+        self.prefilter = patterns.prefilters(self.pattern_list, self.json_literals, sample)
         self._prefilter_ready = True
-
-    def _only_pattern(self, block: bytes, start: int) -> int:
-        """The one pattern that can match in `block` from `start` (its index), or -1 when several
-        can, or when it cannot be told. An empty answer from RE2's set is ambiguous (no pattern,
-        or its DFA ran out of memory and gave up), so it also means "use the per-line set"."""
-        if self.block_set is None:
-            return -1
-        if block.find(b"\r", start) >= 0:  # '$' before a CR line end: use the per-line set
-            return -1
-        possible = self.block_set.Match(memoryview(block)[start:])
-        return possible[0] if possible and len(possible) == 1 else -1
 
     def new_runs(self) -> list[RuleRun]:
         """Fresh state for every rule, with alike series shared (see __init__)."""
@@ -182,7 +178,6 @@ class Engine:
                 block_line = line_no
                 if prefilter is not None:
                     match = prefilter.Match
-                    only = -1
                     candidates = 0
                     while pos < end:
                         start = match(_U, block, pos, end)[0][0]
@@ -190,28 +185,28 @@ class Engine:
                             break
                         line_start = block.rfind(b"\n", 0, start) + 1
                         candidates += 1
-                        if candidates == BLOCK_SET_AFTER or (
-                            candidates == BLOCK_SET_EARLY
-                            and candidates * 20 >= line_no - block_line
-                        ):
-                            only = self._only_pattern(block, line_start)
-                            if only >= 0 and self.bulk[only] and starts is None:
-                                line_no += block.count(b"\n", counted, line_start)
-                                counted = line_start
-                                line_no, counted = self._scan_bulk(
-                                    block,
-                                    line_start,
-                                    line_no,
-                                    base,
-                                    only,
-                                    file_id,
-                                    file_rank,
-                                    runs,
-                                    result,
-                                    # candidates in at least half the lines so far
-                                    dense=2 * candidates >= line_no - block_line,
-                                )
-                                break
+                        if (
+                            candidates == BLOCK_SET_AFTER
+                            or (
+                                candidates == BLOCK_SET_EARLY
+                                and candidates * 20 >= line_no - block_line
+                            )
+                        ) and (starts is None and block.find(b"\r", line_start) < 0):
+                            line_no += block.count(b"\n", counted, line_start)
+                            counted = line_start
+                            line_no, counted = self._scan_shapes(
+                                block,
+                                line_start,
+                                line_no,
+                                base,
+                                file_id,
+                                file_rank,
+                                runs,
+                                result,
+                                # candidates in at least half the lines so far
+                                dense=2 * candidates >= line_no - block_line,
+                            )
+                            break
                         line_end = block.find(b"\n", start)
                         if line_end < 0:
                             line_end = end
@@ -225,7 +220,6 @@ class Engine:
                             file_rank,
                             runs,
                             result,
-                            only,
                         )
                         pos = line_end + 1
                 line_no += block.count(b"\n", counted, end)
@@ -243,62 +237,92 @@ class Engine:
             if handle is not sys.stdin.buffer:
                 handle.close()
 
-    # -- the rest of a block where one pattern alone can match ---------------------------------
+    # -- the rest of a busy block, shape by shape ---------------------------------------------
 
-    def _scan_bulk(
+    def _scan_shapes(
         self,
         block: bytes,
         pos: int,
         line_no: int,
         base: int,
-        only: int,
         file_id: int,
         file_rank: Any,
         runs: list[RuleRun],
         result: ScanResult,
         dense: bool = False,
     ) -> tuple[int, int]:
-        """Scan `block` from `pos` (a line start numbered `line_no`) to its end, where pattern
-        `only` is the only one that can match (see _only_pattern). Per line this finds the line,
-        its rank and the match, as _line does; captures are then converted and recorded for the
-        whole block at once (_flush_bulk), with the same results in the same order. Returns the
+        """Scan `block` from `pos` (a line start numbered `line_no`; no CR from there) to its
+        end, reading each line through its shape (shapes.py): the rank, the matches and the
+        time come from the shape's offsets, and the matches are recorded per pattern in batches
+        (_flush_bulk), with the results and order of the per-line path. Lines whose shape does
+        not decide them go through _line, after the batches so far are recorded. Returns the
         number and offset of the block's end (every line counted)."""
-        regex = self.users[only][0].regex
-        json_lines = bool(self.json_matchers)
+        book = self.shapes
+        known = book.known
+        mask = MASK
         admit = result.admit_rank
-        batch = Batch(file_id)
+        last = GENERAL
+        lines = ShapeLines(file_id)
+        numbers, offsets, ranks, raws, shapes = (
+            lines.numbers,
+            lines.offsets,
+            lines.ranks,
+            lines.raws,
+            lines.shapes,
+        )
         for number, offset, whole, candidate in self._bulk_lines(block, pos, line_no, dense):
             raw = whole[:MAX_LINE] if len(whole) > MAX_LINE else whole
-            rank, body = split_prefix(raw)
-            if json_lines and body.lstrip()[:1] == b"{":
-                # A JSON record may feed other matchers: the general path, in order (a line the
-                # prefilter skips matches nothing).
-                if (
+            shape = known.get(raw.translate(mask)) if len(raw) <= MAX_SHAPE_LINE else GENERAL
+            if shape is None:
+                shape = book.shape_of(raw)
+            if shape.general:
+                if shape.json and not (
                     candidate
                     or self.prefilter.Match(_U, block, offset, offset + len(whole))[0][0] >= 0
                 ):
-                    self._flush_bulk(only, batch, runs)
-                    batch = Batch(file_id)
-                    self._line(raw, number, base + offset, file_id, file_rank, runs, result, only)
+                    continue  # a JSON record the prefilter skips matches nothing
+                self._flush_shapes(lines, runs)
+                lines = ShapeLines(file_id)
+                numbers, offsets, ranks, raws, shapes = (
+                    lines.numbers,
+                    lines.offsets,
+                    lines.ranks,
+                    lines.raws,
+                    lines.shapes,
+                )
+                last = GENERAL
+                self._line(raw, number, base + offset, file_id, file_rank, runs, result)
                 continue
-            spans = regex.Match(_U, body, 0, len(body))
-            if spans[0][0] < 0:
+            if not shape.admits:
                 continue
-            if rank is None:
-                inline = INLINE_RANK.search(body)
-                if inline:
-                    rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
-                else:
-                    rank = file_rank
-            rank = admit(rank)
-            batch.numbers.append(number)
-            batch.offsets.append(base + offset)
-            batch.ranks.append(rank)
-            batch.raws.append(raw)
-            batch.bodies.append(body)
-            batch.spans.append(spans)
-        self._flush_bulk(only, batch, runs)
+            rank = admit(shape.rank_in(raw, file_rank))
+            if shape is not last:
+                last = shape
+                if not lines.fits(shape):
+                    self._flush_shapes(lines, runs)
+                    lines = ShapeLines(file_id)
+                    numbers, offsets, ranks, raws, shapes = (
+                        lines.numbers,
+                        lines.offsets,
+                        lines.ranks,
+                        lines.raws,
+                        lines.shapes,
+                    )
+                    lines.fits(shape)
+            if shape.hits:
+                numbers.append(number)
+                offsets.append(base + offset)
+                ranks.append(rank)
+                raws.append(raw)
+                shapes.append(shape)
+        self._flush_shapes(lines, runs)
         return line_no + block.count(b"\n", pos), len(block)
+
+    def _flush_shapes(self, lines: ShapeLines, runs: list[RuleRun]) -> None:
+        """Record the lines so far, pattern by pattern (a shape's patterns feed distinct
+        matchers and series: shapes.py)."""
+        for index, batch in lines.batches():
+            self._flush_bulk(index, batch, runs)
 
     def _bulk_lines(
         self, block: bytes, pos: int, line_no: int, dense: bool
@@ -331,7 +355,7 @@ class Engine:
             line_no += block.count(b"\n", counted, line_start)
             counted = line_start
             pos = line_end + 1
-            # no CR here (_only_pattern)
+            # no CR here (_scan_file checks)
             yield line_no, line_start, block[line_start:line_end], True
 
     def _flush_bulk(self, only: int, batch: Batch, runs: list[RuleRun]) -> None:
@@ -367,21 +391,13 @@ class Engine:
         file_rank: Any,
         runs: list[RuleRun],
         result: ScanResult,
-        only: int = -1,
     ) -> None:
         if len(raw) > MAX_LINE:
             raw = raw[:MAX_LINE]
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         rank, body = split_prefix(raw)
-        spans: Any = None
-        if only >= 0:
-            # Only this pattern can match in the block: its own match decides, and its spans
-            # are the captures (one RE2 call instead of a set match and then a match).
-            spans = self.users[only][0].regex.Match(_U, body, 0, len(body))
-            hits = [only] if spans[0][0] >= 0 else None
-        else:
-            hits = self.set.Match(body) if self.set is not None else None
+        hits = self.set.Match(body) if self.set is not None else None
         record: dict[str, Any] | None = None
         if self.json_matchers and body.lstrip()[:1] == b"{":
             try:
@@ -410,10 +426,7 @@ class Engine:
         if hits:
             for index in hits:
                 users = self.users[index]
-                if spans is not None:
-                    caps = named(users[0].groups, body, spans)
-                else:
-                    caps = self._captures(users[0], body)
+                caps = self._captures(users[0], body)
                 if caps is None:
                     continue
                 converted: dict[Plan, dict[str, Any]] = {}

@@ -81,6 +81,8 @@ class Batch:
 
     def t(self, i: int) -> float:
         """Time of line i, parsed on first use (as Line.t)."""
+        if self._all_times is not None:
+            return float(self._all_times[i])
         found = self.times.get(i)
         if found is None:
             found = self.times[i] = parse_time(self.raws[i])

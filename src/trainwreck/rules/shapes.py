@@ -1,0 +1,278 @@
+"""Line shapes: what the lines of a busy block have in common, worked out once per shape.
+
+A line's shape is the line with every ASCII digit turned into '0'. The step lines of a long run
+differ only in their numbers, so a block of 40,000 of them has a handful of shapes. Everything
+the engine does to a line before it records a match is blind to which digit stands where:
+- the paste-shape prefixes (prefixes.split_spans) and the inline rank words tell digits apart only
+  by '\\d' and by digit counts;
+- the ISO and glog timestamp patterns (lineinfo.time_spans) too;
+- most rule patterns too: regexes.digit_blind proves it, pattern by pattern, from the parse.
+
+So for a shape the engine runs the per-line path once, on the shape itself, and keeps where things
+are: where the message starts and ends, where the rank is, where the timestamp's fields are, which
+patterns match and their group spans. Every other line of that shape is then read by slicing its
+own bytes at those offsets: the same rank, captures and time the per-line path would find, without
+running a prefix or a pattern again (tests/test_diagnose_bulk.py compares the two on every
+regression log).
+
+A pattern that reads digits ('Xid 79', '[1-9]\\d*') cannot be decided on the shape. Its required
+literals, with their digits masked alike, are looked for in the shape instead: a line whose shape
+lacks them cannot match it; a line whose shape has them goes the per-line way, as does a JSON
+record and a line whose matches cannot be recorded in a batch (a block matcher, a 'rank' capture,
+two patterns feeding one series).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import re2
+
+from trainwreck.rules import lineinfo, prefixes, regexes
+from trainwreck.rules.store import Batch
+
+MASK = bytes.maketrans(b"123456789", b"000000000")
+_MASK_TEXT = str.maketrans("123456789", "000000000")
+MAX_SHAPES = 16_384  # shapes remembered per engine (a few MiB); past it, shapes are not kept
+MAX_SHAPE_LINE = 4096  # longer lines go the per-line way (they rarely repeat a shape)
+_U = re2._re2.RE2.Anchor.UNANCHORED
+
+Spans = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What the lines of one shape hold, as offsets into the line."""
+
+    key: int  # tells shapes apart within a block
+    general: bool  # the per-line path decides these lines
+    json: bool = False  # (general) a JSON record
+    admits: bool = False  # some pattern matches: the line's rank is admitted
+    rank: prefixes.RankSpan | None = None  # named by a prefix
+    inline: tuple[int, int] | None = None  # else the digits of an inline 'rank N'
+    hits: tuple[tuple[int, Spans], ...] = ()  # (pattern index, its group spans in the line)
+    time: lineinfo.TimeSpans | None = None  # where the timestamp's fields are
+    feeds: tuple[tuple[tuple[int, str], int], ...] = ()  # (series, pattern feeding it)
+
+    def rank_in(self, raw: bytes, file_rank: Any) -> Any:
+        """The rank of a line of this shape, as the per-line path reads it."""
+        if self.rank is not None:
+            named = prefixes.rank_of(raw, self.rank)
+            return lineinfo.rank_number(named) if isinstance(named, int) else named
+        if self.inline is not None:
+            start, end = self.inline
+            return lineinfo.rank_number(raw[start:end])
+        return file_rank
+
+
+GENERAL = Shape(-1, general=True)
+JSON = Shape(-2, general=True, json=True)
+
+
+class ShapeBook:
+    """The shapes seen by one engine, and what it needs to work out a new one."""
+
+    def __init__(
+        self,
+        patterns: list[str],
+        users: list[list[Any]],
+        pattern_set: Any,
+        bulk: list[bool],
+        feeds: list[frozenset[tuple[int, str]]],
+        json_lines: bool,
+    ) -> None:
+        self.users = users
+        self.set = pattern_set
+        self.bulk = bulk
+        self.feeds = feeds
+        self.json_lines = json_lines
+        self.blind = [regexes.digit_blind(p) for p in patterns]
+        self.digit_literals = _digit_literals(
+            [p for p, blind in zip(patterns, self.blind, strict=True) if not blind]
+        )
+        self.known: dict[bytes, Shape] = {}
+        self._keys = 0
+
+    def shape_of(self, raw: bytes) -> Shape:
+        """The shape of `raw` (a line of at most MAX_SHAPE_LINE bytes, no CR), worked out on
+        first sight."""
+        masked = raw.translate(MASK)
+        found = self.known.get(masked)
+        if found is None:
+            found = self._work_out(masked)
+            if len(self.known) < MAX_SHAPES:
+                self.known[masked] = found
+        return found
+
+    def _work_out(self, masked: bytes) -> Shape:
+        start, end, rank = prefixes.split_spans(masked)
+        body = masked[start:end]
+        if self.json_lines and body.lstrip()[:1] == b"{":
+            return JSON
+        literals = self.digit_literals
+        if literals is not None and literals.Match(_U, masked, 0, len(masked))[0][0] >= 0:
+            return GENERAL  # a pattern that reads digits may match: the line decides
+        matched = self.set.Match(body) if self.set is not None else None
+        hits: list[tuple[int, Spans]] = []
+        fed: set[tuple[int, str]] = set()
+        admits = False
+        for index in matched or ():
+            if not self.blind[index]:
+                continue  # its literals are not in the shape (above): no line of it matches
+            admits = True
+            if not self.bulk[index] or fed & self.feeds[index]:
+                return GENERAL
+            fed |= self.feeds[index]
+            spans = self.users[index][0].regex.Match(_U, body, 0, len(body))
+            if spans[0][0] < 0:
+                continue
+            hits.append(
+                (index, tuple((a + start, b + start) if a >= 0 else (-1, -1) for a, b in spans))
+            )
+        inline = None
+        if rank is None and admits:
+            found = lineinfo.INLINE_RANK.search(body)
+            if found:
+                group = next(g for g in (1, 2, 3) if found.start(g) >= 0)
+                inline = (found.start(group) + start, found.end(group) + start)
+        self._keys += 1
+        return Shape(
+            self._keys,
+            general=False,
+            admits=admits,
+            rank=rank,
+            inline=inline,
+            hits=tuple(hits),
+            time=lineinfo.time_spans(masked) if hits else None,
+            feeds=tuple((series, index) for index, _ in hits for series in self.feeds[index]),
+        )
+
+
+def _digit_literals(patterns: list[str]) -> Any:
+    """One RE2 search for the required literals of the patterns that read digits, with their
+    digits masked, chained in pattern order as in the prefilter (regexes.prefilter_pattern).
+    A pattern with no provable literal matches every shape (the empty chain)."""
+    if not patterns:
+        return None
+    alternatives = []
+    for pattern in patterns:
+        options, ignore_case = regexes.literal_options(pattern)
+        links = [
+            "(?:" + "|".join(re2.escape(x.translate(_MASK_TEXT)) for x in option) + ")"
+            for option in options
+        ]
+        chain = ".*?".join(links) or "(?:)"
+        alternatives.append(f"(?i:{chain})" if ignore_case else chain)
+    opts = regexes.options()
+    opts.never_capture = True
+    opts.max_mem = 256 << 20
+    return re2.compile("|".join(f"(?:{a})" for a in alternatives), opts)._regexp
+
+
+class ShapeLines:
+    """Lines of a block read through their shapes, awaiting recording (Engine._scan_shapes).
+    They are recorded pattern by pattern, so a series must take points from one pattern only
+    among them (`feeding`): a line whose shape would feed a series from another pattern is
+    recorded after the lines so far (fits)."""
+
+    __slots__ = ("feeding", "file", "numbers", "offsets", "ranks", "raws", "shapes")
+
+    def __init__(self, file_id: int) -> None:
+        self.file = file_id
+        self.numbers: list[int] = []
+        self.offsets: list[int] = []
+        self.ranks: list[Any] = []
+        self.raws: list[bytes] = []
+        self.shapes: list[Shape] = []
+        self.feeding: dict[tuple[int, str], int] = {}
+
+    def fits(self, shape: Shape) -> bool:
+        """Whether lines of `shape` can join these (and note the series they feed)."""
+        feeding = self.feeding
+        return all(feeding.setdefault(series, index) == index for series, index in shape.feeds)
+
+    def batches(self) -> Iterator[tuple[int, Batch]]:
+        """Per pattern, the Batch of the lines it matched, in line order: their captures' spans
+        (bodies are the whole lines) and their times, read once for all patterns."""
+        n = len(self.raws)
+        if not n:
+            return
+        keys = np.fromiter((shape.key for shape in self.shapes), np.int64, n)
+        distinct = dict(zip(keys.tolist(), self.shapes, strict=True))
+        times = _times(self.raws, keys, distinct)
+        spans_of: dict[int, dict[int, Spans]] = {}
+        for key, shape in distinct.items():
+            for index, spans in shape.hits:
+                spans_of.setdefault(index, {})[key] = spans
+        for index in sorted(spans_of):
+            of_key = spans_of[index]
+            batch = Batch(self.file)
+            if len(of_key) == len(distinct):  # every line
+                batch.numbers, batch.offsets = self.numbers, self.offsets
+                batch.ranks, batch.raws = self.ranks, self.raws
+                batch.spans = [of_key[k] for k in keys.tolist()]
+                batch._all_times = times
+            else:
+                rows = np.flatnonzero(np.isin(keys, list(of_key)))
+                picked = rows.tolist()
+                batch.numbers = [self.numbers[i] for i in picked]
+                batch.offsets = [self.offsets[i] for i in picked]
+                batch.ranks = [self.ranks[i] for i in picked]
+                batch.raws = [self.raws[i] for i in picked]
+                batch.spans = [of_key[k] for k in keys[rows].tolist()]
+                batch._all_times = times[rows]
+            batch.bodies = batch.raws  # spans are offsets into the whole line
+            yield index, batch
+
+
+def _times(raws: list[bytes], keys: np.ndarray, shapes: dict[int, Shape]) -> np.ndarray:
+    """lineinfo.parse_time of every line, read at its shape's timestamp fields: computed with
+    numpy for ISO stamps (the same integer calendar arithmetic and float steps as _iso_time),
+    line by line otherwise."""
+    times = np.full(len(raws), np.nan)
+    for key, shape in shapes.items():
+        if shape.time is None:
+            continue
+        rows = np.flatnonzero(keys == key) if len(shapes) > 1 else np.arange(len(raws))
+        found = _iso_times(raws, rows, shape.time) if shape.time[0] else None
+        if found is None:
+            found = np.array([lineinfo.time_at(raws[i], shape.time) for i in rows.tolist()])
+        times[rows] = found
+    return times
+
+
+def _iso_times(raws: list[bytes], rows: np.ndarray, spans: lineinfo.TimeSpans) -> np.ndarray | None:
+    """ISO timestamps of the lines `rows`, all with their fields at `spans` (None: not here)."""
+    fields = spans[1]
+    frac = fields[6]
+    if frac[0] >= 0 and frac[1] - frac[0] > 15:
+        return None  # more digits than a float holds exactly: line by line
+    low = fields[0][0]
+    high = max(end for _, end in fields)
+    width = high - low
+    picked = rows.tolist()
+    text = b"".join([raws[i][low:high] for i in picked])
+    digits = np.frombuffer(text, dtype=np.uint8).reshape(len(picked), width).astype(np.int64) - 48
+
+    def value(span: tuple[int, int]) -> np.ndarray:
+        out = np.zeros(len(picked), dtype=np.int64)
+        for column in range(span[0] - low, span[1] - low):
+            out = out * 10 + digits[:, column]
+        return out
+
+    year, month, day, hour, minute, second = (value(span) for span in fields[:6])
+    valid = (month >= 1) & (month <= 12) & (year >= 1)
+    # days from 1970-01-01 to the first of the month (H. Hinnant's days_from_civil), + day - 1
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468 + day - 1
+    minutes = (((days * 24 + hour) * 60 + minute) * 60).astype(np.float64)
+    times = minutes + second
+    if frac[0] >= 0:
+        times = times + value(frac) / float(10 ** (frac[1] - frac[0]))
+    return np.where(valid, times, np.nan)
