@@ -360,10 +360,10 @@ def diagnose(
     if not inputs and not any(s.unread for s in skipped_inputs):
         raise UsageError("no log files to read")
     warnings = list(rule_set.warnings)
-    selected = _usable(selected, warnings)
-    if not selected:
+    engine = _engine(selected, warnings)
+    if engine is None:
         raise UsageError("no usable rules (see the warnings)")
-    engine = eng.Engine(selected)
+    selected = engine.rules
     scan = engine.scan(inputs, jobs=jobs)
     scan.skipped[:0] = skipped_inputs
     outcomes = []
@@ -421,12 +421,12 @@ def _suggestions(
     return suggest.suggest(lines, suggest.Index.from_counts(rule_set.text_index))
 
 
-def _usable(rules: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
-    """Rules the engine can load; a malformed rule in a bundle (a hand-edited or foreign pack) is
-    skipped with a warning instead of failing the whole diagnosis."""
+def _engine(rules: list[dict[str, Any]], warnings: list[str]) -> eng.Engine | None:
+    """The engine of the rules it can load; a malformed rule in a bundle (a hand-edited or
+    foreign pack) is skipped with a warning instead of failing the whole diagnosis. None when
+    no rule is usable."""
     try:
-        eng.Engine(rules)
-        return rules
+        return eng.Engine(rules)
     except Exception:
         pass
     usable = []
@@ -437,7 +437,7 @@ def _usable(rules: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, 
         except Exception as exc:
             name = rule.get("id", "?") if isinstance(rule, dict) else "?"
             warnings.append(f"rule '{name}' in the bundle is malformed and was skipped: {exc!r}")
-    return usable
+    return eng.Engine(usable) if usable else None
 
 
 def _dedupe(skipped: list[eng.Skipped]) -> list[eng.Skipped]:

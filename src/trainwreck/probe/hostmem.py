@@ -40,7 +40,7 @@ def process_memory(pid: int, proc: Path = Path("/proc")) -> ProcessMemory | None
     for line in text.splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0] in _FIELDS and parts[1].isdigit():
-            totals[_FIELDS[parts[0]]] += int(parts[1]) * 1024   # the kernel reports kB
+            totals[_FIELDS[parts[0]]] += int(parts[1]) * 1024  # the kernel reports kB
     return ProcessMemory(pid, totals["rss"], totals["pss"], totals["private"])
 
 

@@ -71,6 +71,12 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
             continue
         if unit_capture is not None:
             units = columns.get(unit_capture) or [None] * n
+            alike = set(units)
+            if len(alike) == 1:  # one unit throughout (the common case): as a plain factor
+                unit_text = next(iter(alike)) or default
+                factor_ = unit_factor_cached(unit_text) if unit_text else None
+                unit_capture = None
+        if unit_capture is not None:
             out: list[Any] = []
             for value, unit in zip(values, units, strict=True):
                 if value is None:
@@ -89,7 +95,10 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
             columns[capture] = [None if v is None else math.nan for v in values]
         elif factor_ != 0.0:  # 0.0: "string", kept as text
             try:
-                columns[capture] = [float(v) * factor_ for v in values]
+                out = [float(v) * factor_ for v in values]
+                if math.inf in out or -math.inf in out:
+                    raise ValueError  # the word inf, or an overflow (number() tells them apart)
+                columns[capture] = out
             except (TypeError, ValueError):  # None, 1,234 and the like: one by one
                 columns[capture] = [None if v is None else number(v) * factor_ for v in values]
     return columns

@@ -260,16 +260,9 @@ class Engine:
         book = self.shapes
         known = book.known
         mask = MASK
-        admit = result.admit_rank
         last = GENERAL
         lines = ShapeLines(file_id)
-        numbers, offsets, ranks, raws, shapes = (
-            lines.numbers,
-            lines.offsets,
-            lines.ranks,
-            lines.raws,
-            lines.shapes,
-        )
+        numbers, offsets, raws, shapes = lines.numbers, lines.offsets, lines.raws, lines.shapes
         for number, offset, whole, candidate in self._bulk_lines(block, pos, line_no, dense):
             raw = whole[:MAX_LINE] if len(whole) > MAX_LINE else whole
             shape = known.get(raw.translate(mask)) if len(raw) <= MAX_SHAPE_LINE else GENERAL
@@ -281,12 +274,11 @@ class Engine:
                     or self.prefilter.Match(_U, block, offset, offset + len(whole))[0][0] >= 0
                 ):
                     continue  # a JSON record the prefilter skips matches nothing
-                self._flush_shapes(lines, runs)
+                self._flush_shapes(lines, runs, file_rank, result)
                 lines = ShapeLines(file_id)
-                numbers, offsets, ranks, raws, shapes = (
+                numbers, offsets, raws, shapes = (
                     lines.numbers,
                     lines.offsets,
-                    lines.ranks,
                     lines.raws,
                     lines.shapes,
                 )
@@ -295,33 +287,31 @@ class Engine:
                 continue
             if not shape.admits:
                 continue
-            rank = admit(shape.rank_in(raw, file_rank))
             if shape is not last:
                 last = shape
                 if not lines.fits(shape):
-                    self._flush_shapes(lines, runs)
+                    self._flush_shapes(lines, runs, file_rank, result)
                     lines = ShapeLines(file_id)
-                    numbers, offsets, ranks, raws, shapes = (
+                    numbers, offsets, raws, shapes = (
                         lines.numbers,
                         lines.offsets,
-                        lines.ranks,
                         lines.raws,
                         lines.shapes,
                     )
                     lines.fits(shape)
-            if shape.hits:
-                numbers.append(number)
-                offsets.append(base + offset)
-                ranks.append(rank)
-                raws.append(raw)
-                shapes.append(shape)
-        self._flush_shapes(lines, runs)
+            numbers.append(number)
+            offsets.append(base + offset)
+            raws.append(raw)
+            shapes.append(shape)
+        self._flush_shapes(lines, runs, file_rank, result)
         return line_no + block.count(b"\n", pos), len(block)
 
-    def _flush_shapes(self, lines: ShapeLines, runs: list[RuleRun]) -> None:
+    def _flush_shapes(
+        self, lines: ShapeLines, runs: list[RuleRun], file_rank: Any, result: ScanResult
+    ) -> None:
         """Record the lines so far, pattern by pattern (a shape's patterns feed distinct
         matchers and series: shapes.py)."""
-        for index, batch in lines.batches():
+        for index, batch in lines.batches(file_rank, result):
             self._flush_bulk(index, batch, runs)
 
     def _bulk_lines(
@@ -363,14 +353,7 @@ class Engine:
         if not n:
             return
         users = self.users[only]
-        captured: dict[str, list[Any]] = {}
-        for name, group in users[0].groups:
-            captured[name] = [
-                body[span[group][0] : span[group][1]].decode("utf-8", "replace")
-                if span[group][0] >= 0
-                else None
-                for body, span in zip(batch.bodies, batch.spans, strict=True)
-            ]
+        captured = {name: batch.captures(group) for name, group in users[0].groups}
         converted: dict[Plan, dict[str, list[Any]]] = {}
         for user in users:
             run = runs[user.run_index]

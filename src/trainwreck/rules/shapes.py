@@ -32,6 +32,7 @@ import numpy as np
 import re2
 
 from trainwreck.rules import lineinfo, prefixes, regexes
+from trainwreck.rules.state import ScanResult
 from trainwreck.rules.store import Batch
 
 MASK = bytes.maketrans(b"123456789", b"000000000")
@@ -89,10 +90,10 @@ class ShapeBook:
         self.bulk = bulk
         self.feeds = feeds
         self.json_lines = json_lines
-        self.blind = [regexes.digit_blind(p) for p in patterns]
-        self.digit_literals = _digit_literals(
-            [p for p, blind in zip(patterns, self.blind, strict=True) if not blind]
-        )
+        self.patterns = patterns
+        # Worked out with the first shape (a log that never gets busy never pays for them).
+        self.blind: list[bool] = []
+        self.digit_literals: Any = None
         self.known: dict[bytes, Shape] = {}
         self._keys = 0
 
@@ -108,6 +109,11 @@ class ShapeBook:
         return found
 
     def _work_out(self, masked: bytes) -> Shape:
+        if len(self.blind) != len(self.patterns):
+            self.blind = [regexes.digit_blind(p) for p in self.patterns]
+            self.digit_literals = _digit_literals(
+                [p for p, blind in zip(self.patterns, self.blind, strict=True) if not blind]
+            )
         start, end, rank = prefixes.split_spans(masked)
         body = masked[start:end]
         if self.json_lines and body.lstrip()[:1] == b"{":
@@ -169,7 +175,10 @@ def _digit_literals(patterns: list[str]) -> Any:
     opts = regexes.options()
     opts.never_capture = True
     opts.max_mem = 256 << 20
-    return re2.compile("|".join(f"(?:{a})" for a in alternatives), opts)._regexp
+    try:
+        return re2.compile("|".join(f"(?:{a})" for a in alternatives), opts)._regexp
+    except Exception:  # too large for RE2: no shape decides a line (all go the per-line way)
+        return re2.compile("", opts)._regexp
 
 
 class ShapeLines:
@@ -178,13 +187,12 @@ class ShapeLines:
     among them (`feeding`): a line whose shape would feed a series from another pattern is
     recorded after the lines so far (fits)."""
 
-    __slots__ = ("feeding", "file", "numbers", "offsets", "ranks", "raws", "shapes")
+    __slots__ = ("feeding", "file", "numbers", "offsets", "raws", "shapes")
 
     def __init__(self, file_id: int) -> None:
         self.file = file_id
         self.numbers: list[int] = []
         self.offsets: list[int] = []
-        self.ranks: list[Any] = []
         self.raws: list[bytes] = []
         self.shapes: list[Shape] = []
         self.feeding: dict[tuple[int, str], int] = {}
@@ -194,15 +202,22 @@ class ShapeLines:
         feeding = self.feeding
         return all(feeding.setdefault(series, index) == index for series, index in shape.feeds)
 
-    def batches(self) -> Iterator[tuple[int, Batch]]:
-        """Per pattern, the Batch of the lines it matched, in line order: their captures' spans
-        (bodies are the whole lines) and their times, read once for all patterns."""
+    def batches(self, file_rank: Any, result: ScanResult) -> Iterator[tuple[int, Batch]]:
+        """Per pattern, the Batch of the lines it matched, in line order, with their ranks
+        (admitted to `result` in line order, as line by line), their
+        times (read once for all patterns) and their captures' spans, grouped by shape."""
         n = len(self.raws)
         if not n:
             return
         keys = np.fromiter((shape.key for shape in self.shapes), np.int64, n)
         distinct = dict(zip(keys.tolist(), self.shapes, strict=True))
-        times = _times(self.raws, keys, distinct)
+        rows_of = (
+            {key: np.flatnonzero(keys == key) for key in distinct}
+            if len(distinct) > 1
+            else {keys[0].item(): np.arange(n)}
+        )
+        ranks = _admitted(_ranks(self.raws, rows_of, distinct, file_rank), result)
+        times = _times(self.raws, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
         for key, shape in distinct.items():
             for index, spans in shape.hits:
@@ -212,23 +227,74 @@ class ShapeLines:
             batch = Batch(self.file)
             if len(of_key) == len(distinct):  # every line
                 batch.numbers, batch.offsets = self.numbers, self.offsets
-                batch.ranks, batch.raws = self.ranks, self.raws
-                batch.spans = [of_key[k] for k in keys.tolist()]
+                batch.ranks, batch.raws = ranks, self.raws
                 batch._all_times = times
+                batch.groups = [(of_key[key], rows_of[key]) for key in of_key]
             else:
                 rows = np.flatnonzero(np.isin(keys, list(of_key)))
                 picked = rows.tolist()
                 batch.numbers = [self.numbers[i] for i in picked]
                 batch.offsets = [self.offsets[i] for i in picked]
-                batch.ranks = [self.ranks[i] for i in picked]
+                batch.ranks = [ranks[i] for i in picked]
                 batch.raws = [self.raws[i] for i in picked]
-                batch.spans = [of_key[k] for k in keys[rows].tolist()]
                 batch._all_times = times[rows]
+                batch.groups = [
+                    (spans, np.searchsorted(rows, rows_of[key])) for key, spans in of_key.items()
+                ]
             batch.bodies = batch.raws  # spans are offsets into the whole line
             yield index, batch
 
 
-def _times(raws: list[bytes], keys: np.ndarray, shapes: dict[int, Shape]) -> np.ndarray:
+def _digits(raws: list[bytes], rows: np.ndarray, low: int, high: int) -> np.ndarray:
+    """The digits at bytes low..high of the lines `rows` (all of one shape, so digits there),
+    as a (lines, high - low) integer array."""
+    text = b"".join([raws[i][low:high] for i in rows.tolist()])
+    return np.frombuffer(text, dtype=np.uint8).reshape(len(rows), high - low).astype(np.int64) - 48
+
+
+def _number(digits: np.ndarray, start: int, end: int) -> np.ndarray:
+    """The whole numbers written by columns start..end of `digits`."""
+    out = np.zeros(len(digits), dtype=np.int64)
+    for column in range(start, end):
+        out = out * 10 + digits[:, column]
+    return out
+
+
+def _ranks(
+    raws: list[bytes], rows_of: dict[int, np.ndarray], shapes: dict[int, Shape], file_rank: Any
+) -> list[Any]:
+    """Every line's rank, as Shape.rank_in reads it; prefix ranks (at most 9 digits, so within
+    int64) are read with numpy."""
+    ranks: list[Any] = [None] * len(raws)
+    for key, shape in shapes.items():
+        rows = rows_of[key]
+        if shape.rank is not None and shape.rank[0] == "number":
+            _, start, end = shape.rank
+            found = _number(_digits(raws, rows, start, end), 0, end - start).tolist()
+        else:
+            found = [shape.rank_in(raws[i], file_rank) for i in rows.tolist()]
+        if len(rows) == len(raws):
+            return found
+        for i, rank in zip(rows.tolist(), found, strict=True):
+            ranks[i] = rank
+    return ranks
+
+
+def _admitted(ranks: list[Any], result: ScanResult) -> list[Any]:
+    """`ranks` through result.admit_rank, new ranks in the order they first appear (as line by
+    line)."""
+    kept = {rank: result.admit_rank(rank) for rank in dict.fromkeys(ranks)}
+    refused = {rank for rank, got in kept.items() if got is None and rank is not None}
+    if not refused:
+        return ranks
+    # Line by line, every line of a refused rank is counted, not only the first.
+    result.unranked += sum(1 for rank in ranks if rank in refused) - len(refused)
+    return [kept[rank] for rank in ranks]
+
+
+def _times(
+    raws: list[bytes], rows_of: dict[int, np.ndarray], shapes: dict[int, Shape]
+) -> np.ndarray:
     """lineinfo.parse_time of every line, read at its shape's timestamp fields: computed with
     numpy for ISO stamps (the same integer calendar arithmetic and float steps as _iso_time),
     line by line otherwise."""
@@ -236,7 +302,7 @@ def _times(raws: list[bytes], keys: np.ndarray, shapes: dict[int, Shape]) -> np.
     for key, shape in shapes.items():
         if shape.time is None:
             continue
-        rows = np.flatnonzero(keys == key) if len(shapes) > 1 else np.arange(len(raws))
+        rows = rows_of[key]
         found = _iso_times(raws, rows, shape.time) if shape.time[0] else None
         if found is None:
             found = np.array([lineinfo.time_at(raws[i], shape.time) for i in rows.tolist()])
@@ -251,19 +317,10 @@ def _iso_times(raws: list[bytes], rows: np.ndarray, spans: lineinfo.TimeSpans) -
     if frac[0] >= 0 and frac[1] - frac[0] > 15:
         return None  # more digits than a float holds exactly: line by line
     low = fields[0][0]
-    high = max(end for _, end in fields)
-    width = high - low
-    picked = rows.tolist()
-    text = b"".join([raws[i][low:high] for i in picked])
-    digits = np.frombuffer(text, dtype=np.uint8).reshape(len(picked), width).astype(np.int64) - 48
-
-    def value(span: tuple[int, int]) -> np.ndarray:
-        out = np.zeros(len(picked), dtype=np.int64)
-        for column in range(span[0] - low, span[1] - low):
-            out = out * 10 + digits[:, column]
-        return out
-
-    year, month, day, hour, minute, second = (value(span) for span in fields[:6])
+    digits = _digits(raws, rows, low, max(end for _, end in fields))
+    year, month, day, hour, minute, second = (
+        _number(digits, start - low, end - low) for start, end in fields[:6]
+    )
     valid = (month >= 1) & (month <= 12) & (year >= 1)
     # days from 1970-01-01 to the first of the month (H. Hinnant's days_from_civil), + day - 1
     y = year - (month <= 2)
@@ -274,5 +331,7 @@ def _iso_times(raws: list[bytes], rows: np.ndarray, spans: lineinfo.TimeSpans) -
     minutes = (((days * 24 + hour) * 60 + minute) * 60).astype(np.float64)
     times = minutes + second
     if frac[0] >= 0:
-        times = times + value(frac) / float(10 ** (frac[1] - frac[0]))
+        times = times + _number(digits, frac[0] - low, frac[1] - low) / float(
+            10 ** (frac[1] - frac[0])
+        )
     return np.where(valid, times, np.nan)

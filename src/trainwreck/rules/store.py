@@ -4,6 +4,7 @@ one pattern alone matched in a block (`store_bulk`, the same results in the same
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,7 @@ class Batch:
         "_all_times",
         "bodies",
         "file",
+        "groups",
         "numbers",
         "offsets",
         "ranks",
@@ -76,8 +78,30 @@ class Batch:
         self.raws: list[bytes] = []
         self.bodies: list[bytes] = []
         self.spans: list[Any] = []
+        self.groups: list[tuple[Any, np.ndarray]] | None = None  # (spans, rows) by shape
         self.times: dict[int, float] = {}
         self._all_times: np.ndarray | None = None
+
+    def captures(self, group: int) -> list[str | None]:
+        """The text of capture `group` on every line (None where it did not take part). The
+        lines of one shape (`groups`: spans and rows) are decoded in one call: joined by
+        newlines, which no capture holds, so each decodes as it would alone."""
+        bodies = self.bodies
+        if self.groups is None:
+            self.groups = _group_rows(self.spans)
+        out: Any = None
+        for spans, rows in self.groups:
+            start, end = spans[group]
+            if start < 0:
+                continue
+            texts = b"\n".join([bodies[i][start:end] for i in rows.tolist()])
+            decoded = texts.decode("utf-8", "replace").split("\n")
+            if len(rows) == len(bodies):
+                return decoded  # type: ignore[return-value]
+            if out is None:
+                out = np.full(len(bodies), None, dtype=object)
+            out[rows] = decoded
+        return [None] * len(bodies) if out is None else out.tolist()
 
     def t(self, i: int) -> float:
         """Time of line i, parsed on first use (as Line.t)."""
@@ -96,6 +120,14 @@ class Batch:
                 dtype=np.float64,
             )
         return self._all_times
+
+
+def _group_rows(spans: list[Any]) -> list[tuple[Any, np.ndarray]]:
+    """Rows with equal spans, grouped: (spans, their rows)."""
+    rows: dict[Any, list[int]] = {}
+    for i, span in enumerate(spans):
+        rows.setdefault(span, []).append(i)
+    return [(span, np.asarray(found)) for span, found in rows.items()]
 
 
 def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> None:
@@ -226,8 +258,8 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
     before = state.count
     state.count += n
     counts = state.rank_counts
-    for rank in ranks:
-        counts[rank] = counts.get(rank, 0) + 1
+    for rank, found in Counter(ranks).items():  # first-seen order, as line by line
+        counts[rank] = counts.get(rank, 0) + found
     room = MAX_EVIDENCE_PER_MATCHER - len(state.evidence)
     for i in range(min(max(room, 0), n)):
         state.evidence.append(
@@ -282,11 +314,15 @@ def feed_bulk(
     """The series points of a batch: per series, each rank's finite values in line order (a
     rank's buffer is created at its first finite value, as per line), up to the cap."""
     n = len(batch.numbers)
-    codes_of: dict[Any, int] = {}
-    codes = np.fromiter(
-        (codes_of.setdefault(rank, len(codes_of)) for rank in batch.ranks), np.int64, n
-    )
-    ranks = [series_key(rank, batch.file) for rank in codes_of]
+    try:  # whole-number ranks (the common case): coded with numpy
+        unique, codes = np.unique(np.fromiter(batch.ranks, np.int64, n), return_inverse=True)
+        ranks = [series_key(rank, batch.file) for rank in unique.tolist()]
+    except (TypeError, ValueError, OverflowError):  # None or a node name among them
+        codes_of: dict[Any, int] = {}
+        codes = np.fromiter(
+            (codes_of.setdefault(rank, len(codes_of)) for rank in batch.ranks), np.int64, n
+        )
+        ranks = [series_key(rank, batch.file) for rank in codes_of]
     numbers = np.asarray(batch.numbers, dtype=np.float64)
     offsets = np.asarray(batch.offsets, dtype=np.float64)
     for series, value_name, index_name in feeds:
