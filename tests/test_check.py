@@ -65,7 +65,9 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
         (49, 15, "'confused-with' base-entry must be mutual: entries/base-entry.yaml should list")
     ],
     "non-utf8": [(3, 19, "not valid UTF-8: byte 0xe1 at offset 94")],
-    "quick-answer-mid-phrase": [(57, 15, "quick_answer: unbalanced '\"': the line ends mid-phrase")],
+    "quick-answer-mid-phrase": [
+        (57, 15, "quick_answer: unbalanced '\"': the line ends mid-phrase")
+    ],
     "raw-html-summary": [(8, 10, "summary: raw HTML <script> is not allowed in contributed text")],
     "reproduction-both": [(51, 3, "reproduction.not_reproducible: unknown property")],
     "self-related": [(48, 9, "related[0].id: an entry cannot relate to itself")],

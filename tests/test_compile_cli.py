@@ -55,7 +55,9 @@ def make_repo(
     logs.mkdir(parents=True, exist_ok=True)
     (logs / "boom.log").write_text("start\n[rank2]: DemoError: widget exploded after 1.5 s\n")
     (logs / "healthy.log").write_text("start\nDemoError: widget exploded after 5 ms\nend\n")
-    (root / "mkdocs.yml").write_text("site_name: Demo\nsite_url: https://kb.trainwreck-demo.net/kb\n")
+    (root / "mkdocs.yml").write_text(
+        "site_name: Demo\nsite_url: https://kb.trainwreck-demo.net/kb\n"
+    )
     return root
 
 

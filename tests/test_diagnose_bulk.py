@@ -60,7 +60,7 @@ def state_of(result: eng.ScanResult) -> dict[str, Any]:
             }
         series = {
             name: [
-                (rank, buffer.count, buffer.truncated, buffer.rows.tolist())
+                (rank, buffer.count, buffer.offered, buffer.thinned, buffer.rows.tolist())
                 for rank, buffer in per_rank.items()
             ]
             for name, per_rank in run.series.items()
@@ -136,8 +136,8 @@ def test_regression_logs_scan_alike(rules, monkeypatch, small_blocks) -> None:
 
 def mixed_log(path: Path, lines: int, seed: int, overlong: bool = True) -> Path:
     """Step lines of 8 ranks in the shapes rules read (prefixed, inline rank, no rank, with and
-    without timestamps, units, commas, NaN), with JSON probe records, megatron lines and an
-    overlong line among them."""
+    without timestamps, units, commas, NaN), with JSON probe records, megatron lines, kill
+    signals and an overlong line among them."""
     rng = random.Random(seed)
     out = []
     for i in range(lines):
@@ -165,6 +165,9 @@ def mixed_log(path: Path, lines: int, seed: int, overlong: bool = True) -> Path:
             out.append(
                 f"[default{rank}]: iteration {i}/ 1000 | elapsed time per iteration (ms): {ms} |"
             )
+        elif shape < 0.81:
+            # a pattern that reads digits ('Signal 9'): decided line by line, not by the shape
+            out.append(f"[default{rank}]:Signal {rng.choice('179')} (SIGKILL) received by PID {i}")
         elif shape < 0.82 and overlong:
             out.append(f"[default{rank}]:step {i} " + "x" * (70 << 10) + " step time 1 ms")
         else:

@@ -20,15 +20,31 @@ ENTRY = "cuda-allocator-fragmentation"
 @pytest.mark.parametrize(
     ("line", "env", "expected"),
     [
-        ("site_url: https://kb.trainwreck-demo.net/docs", None, "https://kb.trainwreck-demo.net/docs/"),
-        ("site_url: 'https://kb.trainwreck-demo.net/'  # ours", None, "https://kb.trainwreck-demo.net/"),
+        (
+            "site_url: https://kb.trainwreck-demo.net/docs",
+            None,
+            "https://kb.trainwreck-demo.net/docs/",
+        ),
+        (
+            "site_url: 'https://kb.trainwreck-demo.net/'  # ours",
+            None,
+            "https://kb.trainwreck-demo.net/",
+        ),
         ("site_url: https://trainwreck.example.org/", None, ""),
         ("site_url: https://docs.example.com/kb/", None, ""),
         ("site_url: http://localhost:8000/", None, ""),
         ('site_url: !ENV [TRAINWRECK_SITE_URL, ""]', None, ""),
-        ('site_url: !ENV [TRAINWRECK_SITE_URL, ""]', "https://kb.trainwreck-demo.net", "https://kb.trainwreck-demo.net/"),
+        (
+            'site_url: !ENV [TRAINWRECK_SITE_URL, ""]',
+            "https://kb.trainwreck-demo.net",
+            "https://kb.trainwreck-demo.net/",
+        ),
         ('site_url: !ENV [TRAINWRECK_SITE_URL, ""]', "https://trainwreck.example.org/", ""),
-        ("site_url: !ENV [TRAINWRECK_SITE_URL, https://kb.trainwreck-demo.net/]", None, "https://kb.trainwreck-demo.net/"),
+        (
+            "site_url: !ENV [TRAINWRECK_SITE_URL, https://kb.trainwreck-demo.net/]",
+            None,
+            "https://kb.trainwreck-demo.net/",
+        ),
         ("site_url: !ENV TRAINWRECK_SITE_URL", None, ""),
         ("site_name: no url at all", None, ""),
     ],

@@ -21,10 +21,14 @@ Swap:                 0 kB
 """
 
 
-def fake_proc(root: Path, pid: int, rss: int, pss: int, pc: int, pd: int, children: list[int]) -> None:
+def fake_proc(
+    root: Path, pid: int, rss: int, pss: int, pc: int, pd: int, children: list[int]
+) -> None:
     (root / str(pid) / "task" / str(pid)).mkdir(parents=True)
     (root / str(pid) / "smaps_rollup").write_text(ROLLUP.format(rss=rss, pss=pss, pc=pc, pd=pd))
-    (root / str(pid) / "task" / str(pid) / "children").write_text(" ".join(map(str, children)) + " ")
+    (root / str(pid) / "task" / str(pid) / "children").write_text(
+        " ".join(map(str, children)) + " "
+    )
 
 
 def test_fields_are_read_in_bytes_and_private_pages_summed(tmp_path: Path) -> None:
@@ -53,14 +57,16 @@ def test_unreadable_proc_gives_nothing_and_never_raises(tmp_path: Path) -> None:
     assert child_pids(4242, tmp_path) == []
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="Linux /proc with smaps_rollup")
+@pytest.mark.skipif(
+    not Path("/proc/self/smaps_rollup").exists(), reason="Linux /proc with smaps_rollup"
+)
 def test_a_forked_child_that_writes_inherited_pages_grows_uss_not_rss() -> None:
-    block = bytearray(32 * 2**20)            # 32 MiB, resident and shared with the child after fork
+    block = bytearray(32 * 2**20)  # 32 MiB, resident and shared with the child after fork
     block[::4096] = b"x" * len(block[::4096])
     r, w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
-    if pid == 0:                              # child: report, wait, then write every page, report
+    if pid == 0:  # child: report, wait, then write every page, report
         os.close(r)
         os.write(w, b"1")
         os.read(go_r, 1)
@@ -80,4 +86,6 @@ def test_a_forked_child_that_writes_inherited_pages_grows_uss_not_rss() -> None:
     assert before["workers"] == after["workers"] == 1, sys.platform
     grew = after["workers_uss_bytes"] - before["workers_uss_bytes"]
     assert grew > 28 * 2**20, "the copied pages are private to the child"
-    assert abs(after["workers_rss_bytes"] - before["workers_rss_bytes"]) < 4 * 2**20, "RSS barely moves"
+    assert abs(after["workers_rss_bytes"] - before["workers_rss_bytes"]) < 4 * 2**20, (
+        "RSS barely moves"
+    )

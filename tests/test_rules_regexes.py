@@ -148,3 +148,61 @@ def test_prefilter_finds_every_matching_line_of_the_regression_logs():
                 checked += 1
                 assert prefilters[index].search(line), (patterns[index], path.name, line[:200])
     assert checked > 50
+
+
+# Digit-blind patterns (shapes.py reuses a line's matches for every line of its shape).
+DIGIT_BLIND = [
+    (r"step time (?P<ms>[\d.]+) ms", True),
+    (r"(?i)\brank\s*[=:]\s*(\d+)", True),
+    (r"sm_\d+|\w+ \S+", True),
+    (r"[^0-9]x[+-9]", True),  # classes holding all ten digits or none
+    (r"Xid 79", False),  # a literal digit
+    (r"retries: (?P<n>[1-9]\d*)", False),  # a class holding some digits
+    (r"[^5]", False),
+    (r"a\x30", False),  # a digit written as an escape
+    (r"[[:digit:]]", False),  # RE2-only syntax Python's parser reads otherwise: not analysed
+    (r"\pN+", False),
+    (r"\Qa1\E", False),
+]
+
+
+@pytest.mark.parametrize(("pattern", "blind"), DIGIT_BLIND)
+def test_digit_blind(pattern, blind):
+    assert regexes.digit_blind(pattern) is blind
+
+
+def test_digit_blind_patterns_match_masked_lines_alike():
+    """The property the shapes rely on, checked on every rule pattern: on random lines built
+    from the pattern's own words and digits, a digit-blind pattern's spans are the same with
+    every digit turned into '0'."""
+    from trainwreck.rules import patterns as pat
+    from trainwreck.rules.bundle import compile_folder
+    from trainwreck.rules.shapes import MASK
+
+    rules = compile_folder(ROOT)[0].rules
+    found = [p for p in pat.compile_patterns(rules).patterns if regexes.digit_blind(p)]
+    assert len(found) > 200
+    rng = random.Random(7)
+    lines = [
+        line.encode()
+        for path in sorted((ROOT / "tests" / "logs").rglob("*.log"))
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:30]
+    ]
+    assert len(lines) > 3000
+    options = regexes.options()
+    unanchored = re2._re2.RE2.Anchor.UNANCHORED
+    matched = 0
+    for pattern in found:
+        compiled = re2.compile(pattern, options)._regexp
+        hits = 0
+        for line in lines:
+            if compiled.Match(unanchored, line, 0, len(line))[0][0] < 0 and rng.random() > 0.01:
+                continue  # every matching line, and a few others
+            # other digits, so that lines of one shape differ
+            line = bytes(rng.choice(b"0123456789") if 48 <= c <= 57 else c for c in line)
+            spans = compiled.Match(unanchored, line, 0, len(line))
+            hits += spans[0][0] >= 0
+            masked = line.translate(MASK)
+            assert compiled.Match(unanchored, masked, 0, len(masked)) == spans, (pattern, line)
+        matched += hits > 0
+    assert matched > 150  # most patterns were tried on lines they match

@@ -573,11 +573,18 @@ def test_entry_page_lists_the_messages_its_rules_recognise(built: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "first"),
     [
-        ('"CUDA out of memory. Tried to allocate X" with little reserve. Then more.',
-         '"CUDA out of memory. Tried to allocate X" with little reserve.'),
-        ("Set `torch.backends.cudnn.benchmark`. Then more.",
-         "Set `torch.backends.cudnn.benchmark`."),
-        ("A value (e.g. 1.5 or 2. or more) is fine. Next.", "A value (e.g. 1.5 or 2. or more) is fine."),
+        (
+            '"CUDA out of memory. Tried to allocate X" with little reserve. Then more.',
+            '"CUDA out of memory. Tried to allocate X" with little reserve.',
+        ),
+        (
+            "Set `torch.backends.cudnn.benchmark`. Then more.",
+            "Set `torch.backends.cudnn.benchmark`.",
+        ),
+        (
+            "A value (e.g. 1.5 or 2. or more) is fine. Next.",
+            "A value (e.g. 1.5 or 2. or more) is fine.",
+        ),
         ("No full stop at all", "No full stop at all"),
     ],
 )
@@ -600,12 +607,16 @@ def test_repository_rows_and_triage_reach_every_entry(repo_root: Path) -> None:
         cell = row.rstrip(" |").rsplit(" | ", 1)[1]
         assert cell[-1] in ".!?" and "…" not in cell, row
         assert cell.count('"') % 2 == 0 and cell.count("`") % 2 == 0, row
-    cuda_oom = next(row for row in rows if "entries/cuda-oom-capacity/" in row or "(cuda-oom-capacity/" in row)
+    cuda_oom = next(
+        row for row in rows if "entries/cuda-oom-capacity/" in row or "(cuda-oom-capacity/" in row
+    )
     assert not cuda_oom.rstrip(" |").endswith('"CUDA out of memory.')
     triage = site.render_triage(entries, load_vocabulary(repo_root), site.related_links(entries))
     for entry in entries:
         for symptom in entry.data["facets"]["symptom"]:
-            section = triage.split(f'data-symptom="{symptom}"', 1)[1].split("tw-triage-symptom", 1)[0]
+            section = triage.split(f'data-symptom="{symptom}"', 1)[1].split("tw-triage-symptom", 1)[
+                0
+            ]
             assert f"(entries/{entry.id}/index.md)" in section, (entry.id, symptom)
     # only tags two entries share get a page
     tag_pages = {p for p in pages if p.startswith("tags/") and p != "tags/index.md"}

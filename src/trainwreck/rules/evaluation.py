@@ -16,7 +16,6 @@ from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
 from trainwreck.rules.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
-    MAX_SERIES_POINTS,
     Evidence,
     MatcherState,
     RuleRun,
@@ -148,9 +147,14 @@ def _run_detectors(
                 result = detector.run(series, other, spec)
             else:
                 result = detector.run(series, spec)
-            if any(b.truncated for b in buffers.values()):
+            thinned = [b for b in buffers.values() if b.thinned]
+            if thinned:
+                held = sum(b.count for b in thinned)
+                offered = sum(b.offered for b in thinned)
                 notes.append(
-                    f"series '{spec['series']}' reached {MAX_SERIES_POINTS:,} points on a rank; later points were not analysed"
+                    f"series '{spec['series']}' was thinned to stay within memory: {held:,} of"
+                    f" {offered:,} points analysed on {len(thinned)} rank(s), keeping the outlying"
+                    " point of each two"
                 )
         results[name] = _unknown_ranks(result)
     return results, cooccur_hits

@@ -23,6 +23,7 @@ from trainwreck.rules.state import (
     ScanResult,
     SeriesBuffer,
     Skipped,
+    thin_series,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ def scan_parallel(
 ) -> None:
     global _WORKER_ENGINE
     _WORKER_ENGINE = engine
+    budget = engine.series_budget
+    engine.series_budget = budget // workers  # (the workers' copy: they fork from here)
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         tasks: list[tuple[str, list[Any]]] = []
@@ -91,6 +94,8 @@ def scan_parallel(
                     result.skipped.append(Skipped(display, f"{what} ({exc!r}); skipped"))
                     break
                 merge(result, part, continues=index > 0)
+                thin_series(result.runs, budget)
+    engine.series_budget = budget
     _WORKER_ENGINE = None
 
 

@@ -79,6 +79,7 @@ class Engine:
             bool(self.json_matchers),
         )
         self.prefilter: Any = None
+        self.series_budget = st.SERIES_BUDGET  # a parallel worker holds its share of it
         self._start_filter: Any = None
         self._prefilter_ready = False
 
@@ -224,6 +225,7 @@ class Engine:
                         pos = line_end + 1
                 line_no += block.count(b"\n", counted, end)
                 base += raw_length
+                st.thin_series(runs, self.series_budget)
             result.lines += line_no - first_line
         finally:
             if result.unranked > unranked:

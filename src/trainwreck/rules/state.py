@@ -16,7 +16,9 @@ from trainwreck.rules.registry import DETECTORS, EVENTS
 
 MAX_EVIDENCE_PER_MATCHER = 24
 MAX_ROWS = 1_000_000  # kept capture values / events per matcher
-MAX_SERIES_POINTS = 5_000_000  # per series and rank
+# Points held by all the series of one scan (48 bytes each: 72 MB). Past it the longest series
+# is thinned (SeriesBuffer.thin), so memory stays bounded whatever the size of the input.
+SERIES_BUDGET = 1_500_000
 # Distinct ranks (or host labels) tracked per scan: each costs per-rank state in every matcher and
 # series that sees it, so a log with a million distinct prefixes would otherwise cost gigabytes.
 # Lines of further ranks are still read, with their rank unknown. (The largest jobs run tens of
@@ -44,37 +46,58 @@ def series_key(rank: Any, file_id: int) -> Any:
 class SeriesBuffer:
     """The points of one series on one rank, as rows (value, index, t, file, line, offset) in one
     array of doubles: one append per point, 48 bytes a point (file, line and offset are whole
-    numbers far below 2**53, so doubles hold them exactly)."""
+    numbers far below 2**53, so doubles hold them exactly). `offered` counts every point ever
+    added (a positional index goes on counting there); `count` the rows held, fewer once the
+    buffer was thinned."""
 
-    __slots__ = ("count", "rows", "truncated")
+    __slots__ = ("count", "offered", "rows", "thinned")
     WIDTH = 6
 
     def __init__(self) -> None:
         self.rows = array("d")
         self.count = 0
-        self.truncated = False
+        self.offered = 0
+        self.thinned = False
 
     def add(
         self, value: float, index: float, t: float, file_id: int, line: int, offset: int
     ) -> None:
-        if self.count >= MAX_SERIES_POINTS:
-            self.truncated = True
-            return
         self.rows.extend((value, index, t, file_id, line, offset))
         self.count += 1
+        self.offered += 1
 
     def extend(self, other: SeriesBuffer, shift_index: bool = False) -> None:
-        """Append another buffer's points (up to the cap). `shift_index`: their index is their
-        position, which now starts after this buffer's points."""
-        room = MAX_SERIES_POINTS - self.count
-        taken = min(room, other.count)
-        rows = other.rows[: taken * self.WIDTH]
-        if shift_index and taken:
+        """Append another buffer's points. `shift_index`: their index is their position, which
+        now starts after this buffer's points."""
+        rows = other.rows
+        if shift_index and other.count:
+            rows = array("d", rows)
             table = np.frombuffer(rows, dtype=np.float64).reshape(-1, self.WIDTH)
-            table[:, 1] += self.count
+            table[:, 1] += self.offered
         self.rows.extend(rows)
-        self.count += taken
-        self.truncated |= other.truncated or other.count > room
+        self.count += other.count
+        self.offered += other.offered
+        self.thinned |= other.thinned
+
+    def thin(self) -> int:
+        """Halve the points held: of each two neighbours keep the one farther from the median
+        value, so that spikes, stalls and level changes survive (each kept point keeps its own
+        index, time and line). Returns how many points were dropped."""
+        table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
+        pairs = len(table) // 2
+        if not pairs:
+            return 0
+        middle = float(np.median(table[:, 0]))
+        first, second = table[0 : 2 * pairs : 2], table[1 : 2 * pairs : 2]
+        later = np.abs(second[:, 0] - middle) > np.abs(first[:, 0] - middle)
+        kept = np.where(later[:, None], second, first)
+        if len(table) % 2:
+            kept = np.concatenate((kept, table[-1:]))
+        self.rows = array("d", kept.tobytes())
+        dropped = self.count - len(kept)
+        self.count = len(kept)
+        self.thinned = True
+        return dropped
 
     def points(self) -> det.Points:
         table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
@@ -165,3 +188,21 @@ class ScanResult:
 
 
 # --- the compiled rule set ------------------------------------------------------------------------
+
+
+def thin_series(runs: list[RuleRun], budget: int) -> None:
+    """Thin the longest series until all of them together hold at most `budget` points (series
+    shared by several rules are counted once)."""
+    buffers = {
+        id(buffer): buffer
+        for run in runs
+        for per_rank in run.series.values()
+        for buffer in per_rank.values()
+    }
+    total = sum(buffer.count for buffer in buffers.values())
+    while total > budget:
+        longest = max(buffers.values(), key=lambda buffer: buffer.count)
+        dropped = longest.thin()
+        if not dropped:
+            return
+        total -= dropped

@@ -16,7 +16,6 @@ from trainwreck.rules.reading import evidence_text
 from trainwreck.rules.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
-    MAX_SERIES_POINTS,
     Evidence,
     RuleRun,
     SeriesBuffer,
@@ -236,17 +235,13 @@ def store(
             buffer = per_rank.get(key)
             if buffer is None:
                 buffer = per_rank[key] = SeriesBuffer()
-            if buffer.count >= MAX_SERIES_POINTS:
-                buffer.truncated = True
-                continue
             if index_name:
                 index = caps.get(index_name)
                 if index.__class__ is not float:
                     index = number(index)
             else:
-                index = float(buffer.count)
-            buffer.rows.extend((value, index, line.t, line.file, line.number, line.offset))
-            buffer.count += 1
+                index = float(buffer.offered)
+            buffer.add(value, index, line.t, line.file, line.number, line.offset)
 
 
 def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Batch) -> None:
@@ -343,14 +338,8 @@ def feed_bulk(
             buffer = per_rank.get(rank)
             if buffer is None:
                 buffer = per_rank[rank] = SeriesBuffer()
-            room = MAX_SERIES_POINTS - buffer.count
-            if len(rows) > room:
-                buffer.truncated = True
-                rows = rows[:room]
-            if not len(rows):
-                continue
             if indexes is None:
-                index = np.arange(buffer.count, buffer.count + len(rows), dtype=np.float64)
+                index = np.arange(buffer.offered, buffer.offered + len(rows), dtype=np.float64)
             else:
                 index = indexes[rows]
             table = np.empty((len(rows), SeriesBuffer.WIDTH), dtype=np.float64)
@@ -362,3 +351,4 @@ def feed_bulk(
             table[:, 5] = offsets[rows]
             buffer.rows.frombytes(table.tobytes())
             buffer.count += len(rows)
+            buffer.offered += len(rows)

@@ -1,0 +1,150 @@
+"""Line shapes (shapes.py): what the engine reads off a line's shape is what the per-line path
+reads off the line itself. The whole-scan comparison is in test_diagnose_bulk.py; these tests
+check the pieces on inputs built to hit their edges."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainwreck.rules import lineinfo, prefixes
+from trainwreck.rules import state as st
+from trainwreck.rules.shapes import MASK, Shape, _ranks, _times
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _shaped(lines: list[bytes]) -> tuple[dict[int, np.ndarray], dict[int, Shape]]:
+    """rows and shapes keyed as ShapeLines.batches keys them."""
+    keys: dict[bytes, int] = {}
+    shapes: dict[int, Shape] = {}
+    order = []
+    for line in lines:
+        masked = line.translate(MASK)
+        key = keys.setdefault(masked, len(keys))
+        if key not in shapes:
+            _start, _end, rank = prefixes.split_spans(masked)
+            shapes[key] = Shape(key, False, rank=rank, time=lineinfo.time_spans(masked))
+        order.append(key)
+    codes = np.asarray(order)
+    return {key: np.flatnonzero(codes == key) for key in shapes}, shapes
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def test_times_are_parse_time() -> None:
+    rng = random.Random(3)
+    lines = []
+    for _ in range(3000):
+        year = rng.choice([1, 1969, 1970, 2000, 2024, 2100, 9999, 0])
+        month = rng.choice([0, 1, 2, 3, 7, 12, 13, 99])
+        day, hour, minute, second = (rng.randint(0, 99) for _ in range(4))
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.choice([0, 1, 3, 6, 9, 15])))
+        stamp = f"{year:04d}-{month:02d}-{day:02d}{rng.choice(' T')}{hour:02d}:{minute:02d}:{second:02d}"
+        if frac:
+            stamp += rng.choice(".,") + frac
+        lines.append(
+            f"[default{rng.randint(0, 7)}]:[{stamp}] INFO step {rng.randint(1, 9999)}".encode()
+        )
+    for _ in range(300):  # glog, and no time at all
+        mo, d = rng.randint(0, 13), rng.randint(0, 40)
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.choice([1, 6, 20])))
+        lines.append(f"I{mo:02d}{d:02d} 12:34:56.{frac} 123 file.cc:10] step 5".encode())
+        lines.append(f"step {rng.randint(1, 99)} loss 2.5".encode())
+    rows_of, shapes = _shaped(lines)
+    got = _times(lines, rows_of, shapes)
+    for line, time in zip(lines, got.tolist(), strict=True):
+        assert _same(time, lineinfo.parse_time(line)), line
+
+
+def test_prefix_spans_ignore_which_digits() -> None:
+    """Prefixes are found alike on a line and on its shape, and their ranks read alike."""
+    lines = [
+        line.encode("utf-8", "replace")
+        for path in sorted((ROOT / "tests" / "logs").rglob("*.log"))
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:50]
+    ]
+    lines += [
+        b"[default12]:[rank3]:step 1",
+        b"node-7: [default3]:x",
+        b"[1,12345678901]<stdout>:[rank2]:y",  # a 'rank' of 11 digits is none; the next one is
+        b"worker-12: 3: step",
+        b"12345: (pid=77) msg",
+    ]
+    assert len(lines) > 3000
+    for line in lines:
+        spans = prefixes.split_spans(line)
+        assert prefixes.split_spans(line.translate(MASK)) == spans, line
+        rank, body = prefixes.split_prefix(line)
+        assert prefixes.rank_of(line, spans[2]) == rank
+        assert line[spans[0] : spans[1]] == body
+    rows_of, shapes = _shaped(lines)
+    ranks = _ranks(lines, rows_of, shapes, file_rank="from-file")
+    for line, rank in zip(lines, ranks, strict=True):
+        expected = lineinfo.split_prefix(line)[0]
+        assert rank == (expected if expected is not None else "from-file"), line
+
+
+def _buffer(values: list[float]) -> st.SeriesBuffer:
+    buffer = st.SeriesBuffer()
+    for i, value in enumerate(values):
+        buffer.add(value, float(i), math.nan, 0, i + 1, 10 * i)
+    return buffer
+
+
+def test_thinning_keeps_the_outlying_points() -> None:
+    values = [500.0 + (i % 3) for i in range(1000)]
+    for at in (37, 74, 111, 500, 999):
+        values[at] = 900.0  # stalls
+    values[600] = 100.0  # a drop
+    buffer = _buffer(values)
+    while buffer.count > 100:
+        buffer.thin()
+    points = buffer.points()
+    assert buffer.thinned and buffer.offered == 1000 and buffer.count == len(points.value)
+    kept = dict(zip(points.index.tolist(), points.value.tolist(), strict=True))
+    for at in (37, 74, 111, 500, 999, 600):
+        assert kept.get(float(at)) == values[at]  # with its own index and line
+    assert points.line.tolist() == [int(i) + 1 for i in points.index.tolist()]
+
+
+def test_series_stay_within_the_budget() -> None:
+    runs = [st.RuleRun.__new__(st.RuleRun) for _ in range(2)]
+    shared = {0: _buffer([1.0] * 5000), 1: _buffer([2.0] * 3000)}
+    runs[0].series = {"a": shared, "b": {0: _buffer([3.0] * 100)}}
+    runs[1].series = {"a": shared}  # a series shared by two rules counts once
+    st.thin_series(runs, 4000)
+    counts = [b.count for b in (shared[0], shared[1], runs[0].series["b"][0])]
+    assert sum(counts) <= 4000
+    # the longest first, until they fit: 5000 -> 2500, then 3000 -> 1500, then 2500 -> 1250
+    assert counts == [1250, 1500, 100]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_thinned_step_log_still_shows_its_stalls(tmp_path, monkeypatch, jobs) -> None:
+    """Past the memory budget the series are thinned; the GC stalls still stand out, and the
+    report says how much was analysed."""
+    from trainwreck.diagnose import diagnose
+    from trainwreck.rules import parallel, reading
+
+    monkeypatch.setattr(st, "SERIES_BUDGET", 20_000)
+    monkeypatch.setattr(reading, "BLOCK", 64 << 10)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 1 << 20)
+    rng = random.Random(5)
+    lines = []
+    for step in range(1, 6000):
+        for rank in range(4):
+            ms = 500 * (1 + rng.gauss(0, 0.01)) + (400 if step % 37 == 0 else 0)
+            lines.append(f"[default{rank}]:step {step} | loss 2.5 | step time {ms:.1f} ms")
+    log = tmp_path / "combined.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = diagnose([str(log)], ROOT, jobs=jobs).to_json()
+    assert "python-gc-straggler" in {f["entry"] for f in report["findings"]}
+    assert "was thinned to stay within memory" in repr(report)
