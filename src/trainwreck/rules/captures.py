@@ -69,6 +69,9 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
         values = columns.get(capture)
         if values is None:
             continue
+        if isinstance(values, np.ndarray):  # numbers on every line (numeric_captures)
+            columns[capture] = _convert_array(values, factor_, unit_capture, default, columns)
+            continue
         if unit_capture is not None:
             units = columns.get(unit_capture) or [None] * n
             alike = set(units)
@@ -104,6 +107,48 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
     return columns
 
 
+def numeric_captures(plans: list[Plan]) -> set[str]:
+    """Captures that every plan converts to a number (a unit, or a unit capture): the engine may
+    read them straight into arrays (store.Batch.values), as nothing keeps their text."""
+    found: set[str] | None = None
+    for plan in plans:
+        numeric = {
+            capture
+            for capture, factor_, unit_capture, _ in plan
+            if unit_capture is not None or (factor_ is not None and factor_ != 0.0)
+        }
+        found = numeric if found is None else found & numeric
+    return found or set()
+
+
+def _convert_array(
+    values: np.ndarray,
+    factor_: float | None,
+    unit_capture: str | None,
+    default: Any,
+    columns: dict[str, Any],
+) -> Any:
+    """convert_columns for a capture read as numbers on every line: the same products."""
+    if unit_capture is not None:
+        units = columns.get(unit_capture) or [None] * len(values)
+        alike = set(units)
+        if len(alike) != 1:
+            # several units: as line by line (values are floats already)
+            out = []
+            for value, unit in zip(values.tolist(), units, strict=True):
+                unit_text = unit or default
+                found = unit_factor_cached(unit_text) if unit_text else None
+                out.append(math.nan if found is None else value if found == 0.0 else value * found)
+            return out
+        unit_text = next(iter(alike)) or default
+        factor_ = unit_factor_cached(unit_text) if unit_text else None
+        if factor_ == 0.0:
+            return values.tolist()  # a unit capture saying "string": the value as it was
+    if factor_ is None:
+        return np.full(len(values), math.nan)
+    return values * factor_
+
+
 def column_numbers(columns: dict[str, list[Any]], name: str, n: int) -> np.ndarray:
     """A capture column as floats (number of each value; NaN where it is missing), computed
     once per batch and plan."""
@@ -113,6 +158,8 @@ def column_numbers(columns: dict[str, list[Any]], name: str, n: int) -> np.ndarr
         values = columns.get(name)
         if values is None:
             found = [math.nan] * n
+        elif isinstance(values, np.ndarray):
+            found = values
         else:
             try:
                 found = [v if v.__class__ is float else float(v) for v in values]

@@ -15,6 +15,7 @@ from typing import Any
 from trainwreck.rules import prefixes
 
 MAX_RANK_DIGITS = 9  # a "rank" of ten digits or more is not a rank
+DIGIT_MASK = bytes.maketrans(b"123456789", b"000000000")  # a line's shape (shapes.py)
 
 INLINE_RANK = re.compile(rb"\[Rank (\d+)\]|\brank\b\s?[=:]\s?(\d+)\b|\brank (\d+)\b", re.IGNORECASE)
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")

@@ -26,7 +26,7 @@ import re2
 
 from trainwreck.rules import parallel, patterns, prefixes
 from trainwreck.rules import state as st
-from trainwreck.rules.captures import Plan, convert, convert_columns, named
+from trainwreck.rules.captures import Plan, convert, convert_columns, named, numeric_captures
 from trainwreck.rules.captures import number as to_float
 from trainwreck.rules.lineinfo import (
     INLINE_RANK,
@@ -355,7 +355,11 @@ class Engine:
         if not n:
             return
         users = self.users[only]
-        captured = {name: batch.captures(group) for name, group in users[0].groups}
+        numeric = numeric_captures([runs[user.run_index].plans[user.matcher] for user in users])
+        captured: dict[str, Any] = {}
+        for name, group in users[0].groups:
+            values = batch.values(group) if name in numeric else None
+            captured[name] = values if values is not None else batch.captures(group)
         converted: dict[Plan, dict[str, list[Any]]] = {}
         for user in users:
             run = runs[user.run_index]

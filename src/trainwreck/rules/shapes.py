@@ -35,7 +35,7 @@ from trainwreck.rules import lineinfo, prefixes, regexes
 from trainwreck.rules.state import ScanResult
 from trainwreck.rules.store import Batch
 
-MASK = bytes.maketrans(b"123456789", b"000000000")
+MASK = lineinfo.DIGIT_MASK
 _MASK_TEXT = str.maketrans("123456789", "000000000")
 MAX_SHAPES = 16_384  # shapes remembered per engine (a few MiB); past it, shapes are not kept
 MAX_SHAPE_LINE = 4096  # longer lines go the per-line way (they rarely repeat a shape)
@@ -224,25 +224,34 @@ class ShapeLines:
                 spans_of.setdefault(index, {})[key] = spans
         for index in sorted(spans_of):
             of_key = spans_of[index]
-            batch = Batch(self.file)
             if len(of_key) == len(distinct):  # every line
-                batch.numbers, batch.offsets = self.numbers, self.offsets
-                batch.ranks, batch.raws = ranks, self.raws
-                batch._all_times = times
-                batch.groups = [(of_key[key], rows_of[key]) for key in of_key]
-            else:
-                rows = np.flatnonzero(np.isin(keys, list(of_key)))
-                picked = rows.tolist()
-                batch.numbers = [self.numbers[i] for i in picked]
-                batch.offsets = [self.offsets[i] for i in picked]
-                batch.ranks = [ranks[i] for i in picked]
-                batch.raws = [self.raws[i] for i in picked]
-                batch._all_times = times[rows]
-                batch.groups = [
-                    (spans, np.searchsorted(rows, rows_of[key])) for key, spans in of_key.items()
-                ]
-            batch.bodies = batch.raws  # spans are offsets into the whole line
-            yield index, batch
+                yield (
+                    index,
+                    Batch(
+                        self.file,
+                        self.numbers,
+                        self.offsets,
+                        ranks,
+                        self.raws,
+                        times,
+                        [(of_key[key], rows_of[key]) for key in of_key],
+                    ),
+                )
+                continue
+            rows = np.flatnonzero(np.isin(keys, list(of_key)))
+            picked = rows.tolist()
+            yield (
+                index,
+                Batch(
+                    self.file,
+                    [self.numbers[i] for i in picked],
+                    [self.offsets[i] for i in picked],
+                    [ranks[i] for i in picked],
+                    [self.raws[i] for i in picked],
+                    times[rows],
+                    [(spans, np.searchsorted(rows, rows_of[key])) for key, spans in of_key.items()],
+                ),
+            )
 
 
 def _digits(raws: list[bytes], rows: np.ndarray, low: int, high: int) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 
 from trainwreck.rules import state as st
 from trainwreck.rules.captures import column_numbers, convert, number
-from trainwreck.rules.lineinfo import parse_time, rank_number
+from trainwreck.rules.lineinfo import DIGIT_MASK, parse_time, rank_number
 from trainwreck.rules.reading import evidence_text
 from trainwreck.rules.state import (
     MAX_EVIDENCE_PER_MATCHER,
@@ -54,79 +54,107 @@ class Line:
 
 
 class Batch:
-    """Matched lines of one block awaiting Engine._flush_bulk: where they are, their rank and match."""
+    """Lines of one block that one pattern matched, awaiting Engine._flush_bulk (built by
+    shapes.ShapeLines): where they are, their ranks and times, and their captures' spans, the
+    same for all the lines of one shape (`groups`: spans and the rows of that shape)."""
 
-    __slots__ = (
-        "_all_times",
-        "bodies",
-        "file",
-        "groups",
-        "numbers",
-        "offsets",
-        "ranks",
-        "raws",
-        "spans",
-        "times",
-    )
+    __slots__ = ("file", "groups", "numbers", "offsets", "ranks", "raws", "times")
 
-    def __init__(self, file_id: int) -> None:
+    def __init__(
+        self,
+        file_id: int,
+        numbers: list[int],
+        offsets: list[int],
+        ranks: list[Any],
+        raws: list[bytes],
+        times: np.ndarray,
+        groups: list[tuple[Any, np.ndarray]],
+    ) -> None:
         self.file = file_id
-        self.numbers: list[int] = []
-        self.offsets: list[int] = []
-        self.ranks: list[Any] = []
-        self.raws: list[bytes] = []
-        self.bodies: list[bytes] = []
-        self.spans: list[Any] = []
-        self.groups: list[tuple[Any, np.ndarray]] | None = None  # (spans, rows) by shape
-        self.times: dict[int, float] = {}
-        self._all_times: np.ndarray | None = None
+        self.numbers = numbers
+        self.offsets = offsets
+        self.ranks = ranks
+        self.raws = raws
+        self.times = times
+        self.groups = groups
+
+    def t(self, i: int) -> float:
+        return float(self.times[i])
+
+    def all_times(self) -> np.ndarray:
+        return self.times
 
     def captures(self, group: int) -> list[str | None]:
-        """The text of capture `group` on every line (None where it did not take part). The
-        lines of one shape (`groups`: spans and rows) are decoded in one call: joined by
-        newlines, which no capture holds, so each decodes as it would alone."""
-        bodies = self.bodies
-        if self.groups is None:
-            self.groups = _group_rows(self.spans)
+        """The text of capture `group` on every line (None where it did not take part). A
+        capture with no digit is the same on every line of a shape; the others of one shape are
+        decoded in one call, joined by newlines (which no capture holds, so each decodes as it
+        would alone)."""
+        raws = self.raws
         out: Any = None
         for spans, rows in self.groups:
             start, end = spans[group]
             if start < 0:
                 continue
-            texts = b"\n".join([bodies[i][start:end] for i in rows.tolist()])
-            decoded = texts.decode("utf-8", "replace").split("\n")
-            if len(rows) == len(bodies):
-                return decoded  # type: ignore[return-value]
+            first = raws[rows[0]][start:end]
+            if first.translate(None, _NOT_DIGITS):  # some digit: line by line
+                texts = b"\n".join([raws[i][start:end] for i in rows.tolist()])
+                decoded: Any = texts.decode("utf-8", "replace").split("\n")
+            else:
+                decoded = first.decode("utf-8", "replace")
+                if len(rows) == len(raws):
+                    return [decoded] * len(raws)
+            if len(rows) == len(raws):
+                return decoded  # type: ignore[no-any-return]
             if out is None:
-                out = np.full(len(bodies), None, dtype=object)
+                out = np.full(len(raws), None, dtype=object)
             out[rows] = decoded
-        return [None] * len(bodies) if out is None else out.tolist()
+        return [None] * len(raws) if out is None else out.tolist()
 
-    def t(self, i: int) -> float:
-        """Time of line i, parsed on first use (as Line.t)."""
-        if self._all_times is not None:
-            return float(self._all_times[i])
-        found = self.times.get(i)
-        if found is None:
-            found = self.times[i] = parse_time(self.raws[i])
-        return found
+    def values(self, group: int) -> np.ndarray | None:
+        """Capture `group` as the float Python's float() reads from it, on every line, computed
+        with numpy; None unless it is a plain decimal number on every line ('512.3', '-7',
+        '.5'; at most 15 digits, whose integer and power of ten are exact in a double, so that
+        one division rounds as float() does)."""
+        raws = self.raws
+        out = np.empty(len(raws))
+        for spans, rows in self.groups:
+            start, end = spans[group]
+            if start < 0:
+                return None
+            layout = _decimal_layout(raws[rows[0]][start:end])
+            if layout is None:
+                return None
+            negative, columns, scale = layout
+            text = b"".join([raws[i][start:end] for i in rows.tolist()])
+            digits = np.frombuffer(text, dtype=np.uint8).reshape(len(rows), end - start)
+            whole = digits[:, columns].astype(np.int64) - 48
+            mantissa = whole @ (10 ** np.arange(len(columns) - 1, -1, -1, dtype=np.int64))
+            found = mantissa / scale if scale != 1.0 else mantissa.astype(np.float64)
+            out[rows] = -found if negative else found
+        return out
 
-    def all_times(self) -> np.ndarray:
-        if self._all_times is None:
-            times = self.times
-            self._all_times = np.array(
-                [times.get(i) or parse_time(raw) for i, raw in enumerate(self.raws)],
-                dtype=np.float64,
-            )
-        return self._all_times
+
+_NOT_DIGITS = bytes(c for c in range(256) if not 48 <= c <= 57)
+_LAYOUTS: dict[bytes, tuple[bool, np.ndarray, float] | None] = {}
 
 
-def _group_rows(spans: list[Any]) -> list[tuple[Any, np.ndarray]]:
-    """Rows with equal spans, grouped: (spans, their rows)."""
-    rows: dict[Any, list[int]] = {}
-    for i, span in enumerate(spans):
-        rows.setdefault(span, []).append(i)
-    return [(span, np.asarray(found)) for span, found in rows.items()]
+def _decimal_layout(text: bytes) -> tuple[bool, np.ndarray, float] | None:
+    """For a plain decimal number of this shape: (negative, the columns of its digits, 10 to
+    the number of decimals); None for anything else (exponents, commas, spaces, words)."""
+    shape = text.translate(DIGIT_MASK)
+    if shape in _LAYOUTS:
+        return _LAYOUTS[shape]
+    found = None
+    body = shape[1:] if shape[:1] in (b"-", b"+") else shape
+    digits = body.count(b"0")
+    if digits and digits <= 15 and body.replace(b"0", b"") in (b"", b"."):
+        offset = len(shape) - len(body)
+        columns = np.array([offset + i for i, c in enumerate(body) if c == 48], dtype=np.int64)
+        decimals = len(body) - body.index(b".") - 1 if b"." in body else 0
+        found = (shape[:1] == b"-", columns, float(10**decimals))
+    if len(_LAYOUTS) < 4096:
+        _LAYOUTS[shape] = found
+    return found
 
 
 def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> None:
@@ -279,11 +307,15 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         keep = max(0, min(n, MAX_ROWS - before))
         for column, values in state.columns.items():
             found = columns.get(column)
+            if isinstance(found, np.ndarray):
+                found = found[:keep].tolist()
             values.extend(found[:keep] if found is not None else [None] * keep)
         if before + n > MAX_ROWS:
             state.truncated = True
     if state.events is not None:
         steps = columns.get("step")
+        if isinstance(steps, np.ndarray):
+            steps = steps.tolist()
         for i in range(min(max(MAX_ROWS - len(state.events), 0), n)):
             state.events.append(
                 (
