@@ -13,13 +13,15 @@ import pytest
 
 from trainwreck.rules import lineinfo, prefixes
 from trainwreck.rules import state as st
-from trainwreck.rules.shapes import MASK, Shape, _ranks, _times
+from trainwreck.rules.shapes import MASK, Shape, ShapeRows, _ranks, _times
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _shaped(lines: list[bytes]) -> tuple[dict[int, np.ndarray], dict[int, Shape]]:
-    """rows and shapes keyed as ShapeLines.batches keys them."""
+def _shaped(
+    lines: list[bytes],
+) -> tuple[ShapeRows, np.ndarray, dict[int, np.ndarray], dict[int, Shape]]:
+    """The lines as ShapeRows, with their rows and shapes keyed as ShapeRows.batches keys them."""
     keys: dict[bytes, int] = {}
     shapes: dict[int, Shape] = {}
     order = []
@@ -29,9 +31,10 @@ def _shaped(lines: list[bytes]) -> tuple[dict[int, np.ndarray], dict[int, Shape]
         if key not in shapes:
             _start, _end, rank = prefixes.split_spans(masked)
             shapes[key] = Shape(key, False, rank=rank, time=lineinfo.time_spans(masked))
-        order.append(key)
-    codes = np.asarray(order)
-    return {key: np.flatnonzero(codes == key) for key in shapes}, shapes
+        order.append(shapes[key])
+    rows = ShapeRows.of_lines(0, lines, list(range(len(lines))), [0] * len(lines), order)
+    rows_of = {key: np.flatnonzero(rows.keys == key) for key in shapes}
+    return rows, np.frombuffer(rows.data, dtype=np.uint8), rows_of, shapes
 
 
 def _same(a: float, b: float) -> bool:
@@ -57,8 +60,7 @@ def test_times_are_parse_time() -> None:
         frac = "".join(rng.choice("0123456789") for _ in range(rng.choice([1, 6, 20])))
         lines.append(f"I{mo:02d}{d:02d} 12:34:56.{frac} 123 file.cc:10] step 5".encode())
         lines.append(f"step {rng.randint(1, 99)} loss 2.5".encode())
-    rows_of, shapes = _shaped(lines)
-    got = _times(lines, rows_of, shapes)
+    got = _times(*_shaped(lines))
     for line, time in zip(lines, got.tolist(), strict=True):
         assert _same(time, lineinfo.parse_time(line)), line
 
@@ -84,8 +86,7 @@ def test_prefix_spans_ignore_which_digits() -> None:
         rank, body = prefixes.split_prefix(line)
         assert prefixes.rank_of(line, spans[2]) == rank
         assert line[spans[0] : spans[1]] == body
-    rows_of, shapes = _shaped(lines)
-    ranks = _ranks(lines, rows_of, shapes, file_rank="from-file")
+    ranks = _ranks(*_shaped(lines), file_rank="from-file")
     for line, rank in zip(lines, ranks, strict=True):
         expected = lineinfo.split_prefix(line)[0]
         assert rank == (expected if expected is not None else "from-file"), line

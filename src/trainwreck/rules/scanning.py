@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, count, repeat
 from typing import Any
 
+import numpy as np
 import re2
 
 from trainwreck.rules import parallel, patterns, prefixes
@@ -37,7 +37,7 @@ from trainwreck.rules.lineinfo import (
 )
 from trainwreck.rules.patterns import PatternUse
 from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
-from trainwreck.rules.shapes import GENERAL, MASK, MAX_SHAPE_LINE, ShapeBook, ShapeLines
+from trainwreck.rules.shapes import _KEY, GENERAL, MASK, MAX_SHAPE_LINE, Shape, ShapeBook, ShapeRows
 from trainwreck.rules.state import RuleRun, ScanResult, Skipped
 from trainwreck.rules.store import Batch, Line, pattern_hit, store, store_bulk
 from trainwreck.rules.store import record as record_match
@@ -257,82 +257,114 @@ class Engine:
         end, reading each line through its shape (shapes.py): the rank, the matches and the
         time come from the shape's offsets, and the matches are recorded per pattern in batches
         (_flush_bulk), with the results and order of the per-line path. Lines whose shape does
-        not decide them go through _line, after the batches so far are recorded. Returns the
+        not decide them go through _line, after the lines before them are recorded. Dense:
+        every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns the
         number and offset of the block's end (every line counted)."""
+        if dense and block.endswith(b"\n"):
+            self._scan_dense(block, pos, line_no, base, file_id, file_rank, runs, result)
+            return line_no + block.count(b"\n", pos), len(block)
         book = self.shapes
         known = book.known
         mask = MASK
-        last = GENERAL
-        lines = ShapeLines(file_id)
-        numbers, offsets, raws, shapes = lines.numbers, lines.offsets, lines.raws, lines.shapes
-        for number, offset, whole, candidate in self._bulk_lines(block, pos, line_no, dense):
-            raw = whole[:MAX_LINE] if len(whole) > MAX_LINE else whole
+        lines: list[bytes] = []
+        numbers: list[int] = []
+        offsets: list[int] = []
+        shapes: list[Shape] = []
+        for number, offset, raw in self._candidate_lines(block, pos, line_no):
+            if len(raw) > MAX_LINE:
+                raw = raw[:MAX_LINE]
             shape = known.get(raw.translate(mask)) if len(raw) <= MAX_SHAPE_LINE else GENERAL
             if shape is None:
                 shape = book.shape_of(raw)
             if shape.general:
-                if shape.json and not (
-                    candidate
-                    or self.prefilter.Match(_U, block, offset, offset + len(whole))[0][0] >= 0
-                ):
-                    continue  # a JSON record the prefilter skips matches nothing
-                self._flush_shapes(lines, runs, file_rank, result)
-                lines = ShapeLines(file_id)
-                numbers, offsets, raws, shapes = (
-                    lines.numbers,
-                    lines.offsets,
-                    lines.raws,
-                    lines.shapes,
-                )
-                last = GENERAL
+                if lines:
+                    rows = ShapeRows.of_lines(file_id, lines, numbers, offsets, shapes)
+                    self._flush_shapes(rows, runs, file_rank, result)
+                    lines, numbers, offsets, shapes = [], [], [], []
                 self._line(raw, number, base + offset, file_id, file_rank, runs, result)
-                continue
-            if not shape.admits:
-                continue
-            if shape is not last:
-                last = shape
-                if not lines.fits(shape):
-                    self._flush_shapes(lines, runs, file_rank, result)
-                    lines = ShapeLines(file_id)
-                    numbers, offsets, raws, shapes = (
-                        lines.numbers,
-                        lines.offsets,
-                        lines.raws,
-                        lines.shapes,
-                    )
-                    lines.fits(shape)
-            numbers.append(number)
-            offsets.append(base + offset)
-            raws.append(raw)
-            shapes.append(shape)
-        self._flush_shapes(lines, runs, file_rank, result)
+            elif shape.admits:
+                lines.append(raw)
+                numbers.append(number)
+                offsets.append(base + offset)
+                shapes.append(shape)
+        if lines:
+            rows = ShapeRows.of_lines(file_id, lines, numbers, offsets, shapes)
+            self._flush_shapes(rows, runs, file_rank, result)
         return line_no + block.count(b"\n", pos), len(block)
 
-    def _flush_shapes(
-        self, lines: ShapeLines, runs: list[RuleRun], file_rank: Any, result: ScanResult
+    def _scan_dense(
+        self,
+        block: bytes,
+        pos: int,
+        line_no: int,
+        base: int,
+        file_id: int,
+        file_rank: Any,
+        runs: list[RuleRun],
+        result: ScanResult,
     ) -> None:
-        """Record the lines so far, pattern by pattern (a shape's patterns feed distinct
-        matchers and series: shapes.py)."""
-        for index, batch in lines.batches(file_rank, result):
-            self._flush_bulk(index, batch, runs)
+        """_scan_shapes over every line of a block ending in a newline: lines are split, masked
+        and looked up in their shapes by C loops; only lines of a new shape, and lines no shape
+        decides, take Python of their own."""
+        book = self.shapes
+        region = block[pos:]
+        lines = region.split(b"\n")
+        lines.pop()  # after the last newline
+        masked = region.translate(MASK).split(b"\n")
+        masked.pop()
+        shapes: list[Any] = list(map(book.known.get, masked))
+        if None in shapes:
+            for i in [i for i, shape in enumerate(shapes) if shape is None]:
+                line = lines[i]
+                shapes[i] = book.shape_of(line) if len(line) <= MAX_SHAPE_LINE else GENERAL
+        keys = np.fromiter(map(_KEY, shapes), np.int64, len(shapes))
+        ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        wanted = book.admitting(keys)
+        general = np.flatnonzero(keys < 0).tolist()
+        segment = 0
+        for stop in [*general, len(lines)]:
+            rows = np.flatnonzero(wanted[segment:stop]) + segment
+            if len(rows):
+                picked = ShapeRows(
+                    file_id,
+                    region,
+                    starts[rows],
+                    ends[rows],
+                    rows + line_no,
+                    starts[rows] + (base + pos),
+                    keys[rows],
+                    book.by_key,
+                )
+                self._flush_shapes(picked, runs, file_rank, result)
+            if stop < len(lines):
+                raw = lines[stop]
+                offset = pos + int(starts[stop])
+                # A JSON record the prefilter skips matches nothing.
+                if not shapes[stop].json or (
+                    self.prefilter.Match(_U, block, offset, offset + len(raw))[0][0] >= 0
+                ):
+                    self._line(raw, line_no + stop, base + offset, file_id, file_rank, runs, result)
+            segment = stop + 1
 
-    def _bulk_lines(
-        self, block: bytes, pos: int, line_no: int, dense: bool
-    ) -> Iterator[tuple[int, int, bytes, bool]]:
-        """The lines of `block` from `pos` (numbered from `line_no`) that _scan_bulk matches:
-        (number, offset, line, whether the prefilter found it). Dense: every line (most are
-        candidates, so running the pattern on each beats looking for the next candidate first),
-        iterated in C; else the prefilter's candidates only."""
-        if dense and block.endswith(b"\n"):
-            lines = block[pos:].split(b"\n")[:-1]
-            offsets = accumulate(map((1).__add__, map(len, lines)), initial=pos)
-            return zip(count(line_no), offsets, lines, repeat(False))
-        return self._candidate_lines(block, pos, line_no)
+    def _flush_shapes(
+        self, rows: ShapeRows, runs: list[RuleRun], file_rank: Any, result: ScanResult
+    ) -> None:
+        """Record rows read through their shapes, pattern by pattern, in runs where no series
+        takes points from two patterns (ShapeRows.series_apart)."""
+        parts = rows.series_apart()
+        for part in parts:
+            taken = rows if len(parts) == 1 else rows.take(part)
+            for index, batch in taken.batches(file_rank, result):
+                self._flush_bulk(index, batch, runs)
 
     def _candidate_lines(
         self, block: bytes, pos: int, line_no: int
-    ) -> Iterator[tuple[int, int, bytes, bool]]:
-        """The prefilter's candidate lines of `block` from `pos`, as _bulk_lines gives them."""
+    ) -> Iterator[tuple[int, int, bytes]]:
+        """The prefilter's candidate lines of `block` from `pos` (numbered from `line_no`):
+        (number, offset, line)."""
         match = self.prefilter.Match
         end = len(block)
         counted = pos
@@ -348,10 +380,10 @@ class Engine:
             counted = line_start
             pos = line_end + 1
             # no CR here (_scan_file checks)
-            yield line_no, line_start, block[line_start:line_end], True
+            yield line_no, line_start, block[line_start:line_end]
 
     def _flush_bulk(self, only: int, batch: Batch, runs: list[RuleRun]) -> None:
-        n = len(batch.numbers)
+        n = len(batch)
         if not n:
             return
         users = self.users[only]

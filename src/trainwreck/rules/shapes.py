@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,19 @@ class ShapeBook:
         self.blind: list[bool] = []
         self.digit_literals: Any = None
         self.known: dict[bytes, Shape] = {}
+        self.by_key: dict[int, Shape] = {GENERAL.key: GENERAL, JSON.key: JSON}
         self._keys = 0
+        self._admits = np.zeros(1, dtype=bool)  # by key: whether lines of that shape matter
+
+    def admitting(self, keys: np.ndarray) -> np.ndarray:
+        """Whether lines of these shapes have something to record (False for general ones)."""
+        if len(self._admits) <= self._keys:
+            table = np.zeros(self._keys + 1, dtype=bool)
+            for key, shape in self.by_key.items():
+                if key >= 0:
+                    table[key] = shape.admits
+            self._admits = table
+        return np.where(keys >= 0, self._admits[np.maximum(keys, 0)], False)
 
     def shape_of(self, raw: bytes) -> Shape:
         """The shape of `raw` (a line of at most MAX_SHAPE_LINE bytes, no CR), worked out on
@@ -145,7 +158,7 @@ class ShapeBook:
                 group = next(g for g in (1, 2, 3) if found.start(g) >= 0)
                 inline = (found.start(group) + start, found.end(group) + start)
         self._keys += 1
-        return Shape(
+        shape = Shape(
             self._keys,
             general=False,
             admits=admits,
@@ -155,6 +168,8 @@ class ShapeBook:
             time=lineinfo.time_spans(masked) if hits else None,
             feeds=tuple((series, index) for index, _ in hits for series in self.feeds[index]),
         )
+        self.by_key[shape.key] = shape
+        return shape
 
 
 def _digit_literals(patterns: list[str]) -> Any:
@@ -181,110 +196,184 @@ def _digit_literals(patterns: list[str]) -> Any:
         return re2.compile("", opts)._regexp
 
 
-class ShapeLines:
-    """Lines of a block read through their shapes, awaiting recording (Engine._scan_shapes).
-    They are recorded pattern by pattern, so a series must take points from one pattern only
-    among them (`feeding`): a line whose shape would feed a series from another pattern is
-    recorded after the lines so far (fits)."""
+class ShapeRows:
+    """Lines of a block read through their shapes, awaiting recording: the text they are in
+    (`data`), where each starts and ends in it, its number, its offset in the file and its
+    shape's key. Everything is read from `data` with numpy, shape by shape, at the shape's
+    offsets: no Python runs per line."""
 
-    __slots__ = ("feeding", "file", "numbers", "offsets", "raws", "shapes")
+    __slots__ = ("data", "ends", "file", "keys", "numbers", "offsets", "shapes", "starts")
 
-    def __init__(self, file_id: int) -> None:
+    def __init__(
+        self,
+        file_id: int,
+        data: bytes,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        numbers: np.ndarray,
+        offsets: np.ndarray,
+        keys: np.ndarray,
+        shapes: dict[int, Shape],
+    ) -> None:
         self.file = file_id
-        self.numbers: list[int] = []
-        self.offsets: list[int] = []
-        self.raws: list[bytes] = []
-        self.shapes: list[Shape] = []
-        self.feeding: dict[tuple[int, str], int] = {}
+        self.data = data
+        self.starts = starts
+        self.ends = ends
+        self.numbers = numbers
+        self.offsets = offsets
+        self.keys = keys
+        self.shapes = shapes  # key -> shape, for (at least) the keys here
 
-    def fits(self, shape: Shape) -> bool:
-        """Whether lines of `shape` can join these (and note the series they feed)."""
-        feeding = self.feeding
-        return all(feeding.setdefault(series, index) == index for series, index in shape.feeds)
+    @classmethod
+    def of_lines(
+        cls,
+        file_id: int,
+        lines: list[bytes],
+        numbers: list[int],
+        offsets: list[int],
+        shapes: list[Shape],
+    ) -> ShapeRows:
+        """Rows of separate lines (the prefilter's candidates), joined into one text."""
+        lengths = np.fromiter(map(len, lines), np.int64, len(lines))
+        ends = np.cumsum(lengths + 1) - 1
+        return cls(
+            file_id,
+            b"\n".join(lines),
+            ends - lengths,
+            ends,
+            np.asarray(numbers, dtype=np.int64),
+            np.asarray(offsets, dtype=np.int64),
+            np.fromiter(map(_KEY, shapes), np.int64, len(shapes)),
+            {shape.key: shape for shape in shapes},
+        )
+
+    def take(self, rows: np.ndarray) -> ShapeRows:
+        return ShapeRows(
+            self.file,
+            self.data,
+            self.starts[rows],
+            self.ends[rows],
+            self.numbers[rows],
+            self.offsets[rows],
+            self.keys[rows],
+            self.shapes,
+        )
+
+    def series_apart(self) -> list[np.ndarray]:
+        """The rows cut into runs (in order) within which every series takes points from one
+        pattern only: the rows of one run are recorded pattern by pattern, and a series fed by
+        two patterns must get its points in line order."""
+        keys = self.keys
+        changes = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        cuts = [0]
+        feeding: dict[tuple[int, str], int] = {}
+        for at in [0, *changes.tolist()]:
+            feeds = self.shapes[int(keys[at])].feeds
+            if any(feeding.get(series, index) != index for series, index in feeds):
+                cuts.append(at)
+                feeding = {}
+            feeding.update(feeds)
+        cuts.append(len(keys))
+        return [np.arange(a, b) for a, b in pairwise(cuts) if b > a]
 
     def batches(self, file_rank: Any, result: ScanResult) -> Iterator[tuple[int, Batch]]:
-        """Per pattern, the Batch of the lines it matched, in line order, with their ranks
-        (admitted to `result` in line order, as line by line), their
-        times (read once for all patterns) and their captures' spans, grouped by shape."""
-        n = len(self.raws)
+        """Per pattern, the Batch of the rows it matched, in line order, with their ranks
+        (admitted to `result` in line order, as line by line) and their times (read once for
+        all patterns). Rows must be apart in their series (series_apart)."""
+        n = len(self.keys)
         if not n:
             return
-        keys = np.fromiter((shape.key for shape in self.shapes), np.int64, n)
-        distinct = dict(zip(keys.tolist(), self.shapes, strict=True))
+        keys = self.keys
+        distinct = {key: self.shapes[key] for key in dict.fromkeys(keys.tolist())}
         rows_of = (
             {key: np.flatnonzero(keys == key) for key in distinct}
             if len(distinct) > 1
-            else {keys[0].item(): np.arange(n)}
+            else {next(iter(distinct)): np.arange(n)}
         )
-        ranks = _admitted(_ranks(self.raws, rows_of, distinct, file_rank), result)
-        times = _times(self.raws, rows_of, distinct)
+        text = np.frombuffer(self.data, dtype=np.uint8)
+        ranks = _admitted(_ranks(self, text, rows_of, distinct, file_rank), result)
+        times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
         for key, shape in distinct.items():
             for index, spans in shape.hits:
                 spans_of.setdefault(index, {})[key] = spans
         for index in sorted(spans_of):
             of_key = spans_of[index]
-            if len(of_key) == len(distinct):  # every line
-                yield (
-                    index,
-                    Batch(
-                        self.file,
-                        self.numbers,
-                        self.offsets,
-                        ranks,
-                        self.raws,
-                        times,
-                        [(of_key[key], rows_of[key]) for key in of_key],
-                    ),
-                )
-                continue
-            rows = np.flatnonzero(np.isin(keys, list(of_key)))
-            picked = rows.tolist()
+            if len(of_key) == len(distinct):  # every row
+                rows = None
+                groups = [(of_key[key], rows_of[key]) for key in of_key]
+            else:
+                rows = np.flatnonzero(np.isin(keys, list(of_key)))
+                groups = [
+                    (spans, np.searchsorted(rows, rows_of[key])) for key, spans in of_key.items()
+                ]
             yield (
                 index,
                 Batch(
                     self.file,
-                    [self.numbers[i] for i in picked],
-                    [self.offsets[i] for i in picked],
-                    [ranks[i] for i in picked],
-                    [self.raws[i] for i in picked],
-                    times[rows],
-                    [(spans, np.searchsorted(rows, rows_of[key])) for key, spans in of_key.items()],
+                    self.numbers if rows is None else self.numbers[rows],
+                    self.offsets if rows is None else self.offsets[rows],
+                    ranks if rows is None else [ranks[i] for i in rows.tolist()],
+                    self.data,
+                    self.starts if rows is None else self.starts[rows],
+                    self.ends if rows is None else self.ends[rows],
+                    times if rows is None else times[rows],
+                    groups,
                 ),
             )
 
 
-def _digits(raws: list[bytes], rows: np.ndarray, low: int, high: int) -> np.ndarray:
-    """The digits at bytes low..high of the lines `rows` (all of one shape, so digits there),
-    as a (lines, high - low) integer array."""
-    text = b"".join([raws[i][low:high] for i in rows.tolist()])
-    return np.frombuffer(text, dtype=np.uint8).reshape(len(rows), high - low).astype(np.int64) - 48
+def _KEY(shape: Shape) -> int:
+    return shape.key
+
+
+def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
+    """Bytes low..high of the lines starting at `starts` (all of one shape), as a
+    (lines, high - low) array."""
+    return text[starts[:, None] + np.arange(low, high)]
 
 
 def _number(digits: np.ndarray, start: int, end: int) -> np.ndarray:
-    """The whole numbers written by columns start..end of `digits`."""
+    """The whole numbers written by the ASCII digits in columns start..end of `digits`."""
     out = np.zeros(len(digits), dtype=np.int64)
     for column in range(start, end):
-        out = out * 10 + digits[:, column]
+        out = out * 10 + (digits[:, column].astype(np.int64) - 48)
     return out
 
 
 def _ranks(
-    raws: list[bytes], rows_of: dict[int, np.ndarray], shapes: dict[int, Shape], file_rank: Any
+    rows: ShapeRows,
+    text: np.ndarray,
+    rows_of: dict[int, np.ndarray],
+    shapes: dict[int, Shape],
+    file_rank: Any,
 ) -> list[Any]:
-    """Every line's rank, as Shape.rank_in reads it; prefix ranks (at most 9 digits, so within
-    int64) are read with numpy."""
-    ranks: list[Any] = [None] * len(raws)
+    """Every row's rank, as Shape.rank_in reads it; ranks written as digits (a prefix's, or an
+    inline 'rank N' of at most MAX_RANK_DIGITS digits) are read with numpy."""
+    ranks: list[Any] = [None] * len(rows.keys)
     for key, shape in shapes.items():
-        rows = rows_of[key]
+        where = rows_of[key]
+        span = None
         if shape.rank is not None and shape.rank[0] == "number":
-            _, start, end = shape.rank
-            found = _number(_digits(raws, rows, start, end), 0, end - start).tolist()
+            span = shape.rank[1:]
+        elif shape.rank is None and shape.inline is not None:
+            span = shape.inline
+            if span[1] - span[0] > lineinfo.MAX_RANK_DIGITS:
+                span = None
+        if span is not None:
+            digits = gather(text, rows.starts[where], span[0], span[1])
+            found = _number(digits, 0, span[1] - span[0]).tolist()
+        elif shape.rank is None and shape.inline is None:
+            found = [file_rank] * len(where)
         else:
-            found = [shape.rank_in(raws[i], file_rank) for i in rows.tolist()]
-        if len(rows) == len(raws):
+            data = rows.data
+            found = [
+                shape.rank_in(data[a:b], file_rank)
+                for a, b in zip(rows.starts[where].tolist(), rows.ends[where].tolist(), strict=True)
+            ]
+        if len(where) == len(ranks):
             return found
-        for i, rank in zip(rows.tolist(), found, strict=True):
+        for i, rank in zip(where.tolist(), found, strict=True):
             ranks[i] = rank
     return ranks
 
@@ -302,31 +391,41 @@ def _admitted(ranks: list[Any], result: ScanResult) -> list[Any]:
 
 
 def _times(
-    raws: list[bytes], rows_of: dict[int, np.ndarray], shapes: dict[int, Shape]
+    rows: ShapeRows, text: np.ndarray, rows_of: dict[int, np.ndarray], shapes: dict[int, Shape]
 ) -> np.ndarray:
-    """lineinfo.parse_time of every line, read at its shape's timestamp fields: computed with
+    """lineinfo.parse_time of every row, read at its shape's timestamp fields: computed with
     numpy for ISO stamps (the same integer calendar arithmetic and float steps as _iso_time),
     line by line otherwise."""
-    times = np.full(len(raws), np.nan)
+    times = np.full(len(rows.keys), np.nan)
     for key, shape in shapes.items():
         if shape.time is None:
             continue
-        rows = rows_of[key]
-        found = _iso_times(raws, rows, shape.time) if shape.time[0] else None
+        where = rows_of[key]
+        starts = rows.starts[where]
+        found = _iso_times(text, starts, shape.time) if shape.time[0] else None
         if found is None:
-            found = np.array([lineinfo.time_at(raws[i], shape.time) for i in rows.tolist()])
-        times[rows] = found
+            data = rows.data
+            found = np.array(
+                [
+                    lineinfo.time_at(data[a:b], shape.time)
+                    for a, b in zip(starts.tolist(), rows.ends[where].tolist(), strict=True)
+                ]
+            )
+        times[where] = found
     return times
 
 
-def _iso_times(raws: list[bytes], rows: np.ndarray, spans: lineinfo.TimeSpans) -> np.ndarray | None:
-    """ISO timestamps of the lines `rows`, all with their fields at `spans` (None: not here)."""
+def _iso_times(
+    text: np.ndarray, starts: np.ndarray, spans: lineinfo.TimeSpans
+) -> np.ndarray | None:
+    """ISO timestamps of the lines at `starts`, all with their fields at `spans` (None when
+    the fraction has more digits than a double holds exactly: line by line then)."""
     fields = spans[1]
     frac = fields[6]
     if frac[0] >= 0 and frac[1] - frac[0] > 15:
-        return None  # more digits than a float holds exactly: line by line
+        return None
     low = fields[0][0]
-    digits = _digits(raws, rows, low, max(end for _, end in fields))
+    digits = gather(text, starts, low, max(end for _, end in fields))
     year, month, day, hour, minute, second = (
         _number(digits, start - low, end - low) for start, end in fields[:6]
     )

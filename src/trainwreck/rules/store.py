@@ -55,18 +55,32 @@ class Line:
 
 class Batch:
     """Lines of one block that one pattern matched, awaiting Engine._flush_bulk (built by
-    shapes.ShapeLines): where they are, their ranks and times, and their captures' spans, the
-    same for all the lines of one shape (`groups`: spans and the rows of that shape)."""
+    shapes.ShapeRows): their numbers, offsets, ranks and times, where they are in `data`, and
+    their captures' spans, the same for all the lines of one shape (`groups`: spans and the
+    rows of that shape)."""
 
-    __slots__ = ("file", "groups", "numbers", "offsets", "ranks", "raws", "times")
+    __slots__ = (
+        "_text",
+        "data",
+        "ends",
+        "file",
+        "groups",
+        "numbers",
+        "offsets",
+        "ranks",
+        "starts",
+        "times",
+    )
 
     def __init__(
         self,
         file_id: int,
-        numbers: list[int],
-        offsets: list[int],
+        numbers: np.ndarray,
+        offsets: np.ndarray,
         ranks: list[Any],
-        raws: list[bytes],
+        data: bytes,
+        starts: np.ndarray,
+        ends: np.ndarray,
         times: np.ndarray,
         groups: list[tuple[Any, np.ndarray]],
     ) -> None:
@@ -74,9 +88,18 @@ class Batch:
         self.numbers = numbers
         self.offsets = offsets
         self.ranks = ranks
-        self.raws = raws
+        self.data = data
+        self.starts = starts
+        self.ends = ends
         self.times = times
         self.groups = groups
+        self._text = np.frombuffer(data, dtype=np.uint8)
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def line(self, i: int) -> bytes:
+        return self.data[int(self.starts[i]) : int(self.ends[i])]
 
     def t(self, i: int) -> float:
         return float(self.times[i])
@@ -84,50 +107,53 @@ class Batch:
     def all_times(self) -> np.ndarray:
         return self.times
 
+    def _columns(self, rows: np.ndarray, start: int, end: int) -> np.ndarray:
+        """Bytes start..end of the lines `rows` (of one shape), as a (rows, end - start) array."""
+        return self._text[self.starts[rows][:, None] + np.arange(start, end)]
+
     def captures(self, group: int) -> list[str | None]:
         """The text of capture `group` on every line (None where it did not take part). A
         capture with no digit is the same on every line of a shape; the others of one shape are
-        decoded in one call, joined by newlines (which no capture holds, so each decodes as it
-        would alone)."""
-        raws = self.raws
+        decoded in one call, one line of the joined text each (a newline, which no capture
+        holds, ends each, so each decodes as it would alone)."""
+        n = len(self)
         out: Any = None
         for spans, rows in self.groups:
             start, end = spans[group]
             if start < 0:
                 continue
-            first = raws[rows[0]][start:end]
+            first = self.line(int(rows[0]))[start:end]
             if first.translate(None, _NOT_DIGITS):  # some digit: line by line
-                texts = b"\n".join([raws[i][start:end] for i in rows.tolist()])
-                decoded: Any = texts.decode("utf-8", "replace").split("\n")
+                table = np.empty((len(rows), end - start + 1), dtype=np.uint8)
+                table[:, :-1] = self._columns(rows, start, end)
+                table[:, -1] = 10
+                decoded: Any = table.tobytes().decode("utf-8", "replace").split("\n")[:-1]
             else:
                 decoded = first.decode("utf-8", "replace")
-                if len(rows) == len(raws):
-                    return [decoded] * len(raws)
-            if len(rows) == len(raws):
+                if len(rows) == n:
+                    return [decoded] * n
+            if len(rows) == n:
                 return decoded  # type: ignore[no-any-return]
             if out is None:
-                out = np.full(len(raws), None, dtype=object)
+                out = np.full(n, None, dtype=object)
             out[rows] = decoded
-        return [None] * len(raws) if out is None else out.tolist()
+        return [None] * n if out is None else out.tolist()
 
     def values(self, group: int) -> np.ndarray | None:
         """Capture `group` as the float Python's float() reads from it, on every line, computed
         with numpy; None unless it is a plain decimal number on every line ('512.3', '-7',
         '.5'; at most 15 digits, whose integer and power of ten are exact in a double, so that
         one division rounds as float() does)."""
-        raws = self.raws
-        out = np.empty(len(raws))
+        out = np.empty(len(self))
         for spans, rows in self.groups:
             start, end = spans[group]
             if start < 0:
                 return None
-            layout = _decimal_layout(raws[rows[0]][start:end])
+            layout = _decimal_layout(self.line(int(rows[0]))[start:end])
             if layout is None:
                 return None
             negative, columns, scale = layout
-            text = b"".join([raws[i][start:end] for i in rows.tolist()])
-            digits = np.frombuffer(text, dtype=np.uint8).reshape(len(rows), end - start)
-            whole = digits[:, columns].astype(np.int64) - 48
+            whole = self._columns(rows, start, end)[:, columns].astype(np.int64) - 48
             mantissa = whole @ (10 ** np.arange(len(columns) - 1, -1, -1, dtype=np.int64))
             found = mantissa / scale if scale != 1.0 else mantissa.astype(np.float64)
             out[rows] = -found if negative else found
@@ -275,8 +301,9 @@ def store(
 def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Batch) -> None:
     """store() for every line of a batch (no rank capture, no block start): the same
     counts, evidence, first lines, columns, events and series points, in line order."""
-    n = len(batch.numbers)
-    ranks, numbers, offsets, file_id = batch.ranks, batch.numbers, batch.offsets, batch.file
+    n = len(batch)
+    ranks, file_id = batch.ranks, batch.file
+    numbers, offsets = batch.numbers, batch.offsets
     state = run.matchers[name]
     before = state.count
     state.count += n
@@ -288,12 +315,12 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         state.evidence.append(
             Evidence(
                 file_id,
-                numbers[i],
-                evidence_text(batch.raws[i]),
+                int(numbers[i]),
+                evidence_text(batch.line(i)),
                 ranks[i],
                 batch.t(i),
                 name,
-                offsets[i],
+                int(offsets[i]),
             )
         )
     first = state.first
@@ -302,7 +329,7 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         for rank in dict.fromkeys(ranks):
             if rank not in first:
                 i = index_of[rank]
-                first[rank] = (batch.t(i), file_id, numbers[i])
+                first[rank] = (batch.t(i), file_id, int(numbers[i]))
     if state.columns:
         keep = max(0, min(n, MAX_ROWS - before))
         for column, values in state.columns.items():
@@ -316,15 +343,18 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         steps = columns.get("step")
         if isinstance(steps, np.ndarray):
             steps = steps.tolist()
-        for i in range(min(max(MAX_ROWS - len(state.events), 0), n)):
+        taken = min(max(MAX_ROWS - len(state.events), 0), n)
+        times = batch.times[:taken].tolist()
+        line_numbers, line_offsets = numbers[:taken].tolist(), offsets[:taken].tolist()
+        for i in range(taken):
             state.events.append(
                 (
                     ranks[i],
-                    batch.t(i),
+                    times[i],
                     number(steps[i] if steps is not None else None),
                     file_id,
-                    numbers[i],
-                    offsets[i],
+                    line_numbers[i],
+                    line_offsets[i],
                 )
             )
     feeds = run.feeds.get(name)
