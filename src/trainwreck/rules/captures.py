@@ -7,6 +7,7 @@ default unit); factor 0.0 marks a string capture (kept as text), None an unknown
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import numpy as np
@@ -107,18 +108,21 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
     return columns
 
 
-def numeric_captures(plans: list[Plan]) -> set[str]:
-    """Captures that every plan converts to a number (a unit, or a unit capture): the engine may
-    read them straight into arrays (store.Batch.values), as nothing keeps their text."""
-    found: set[str] | None = None
-    for plan in plans:
+def numeric_captures(uses: list[tuple[Plan, Collection[str]]], names: Iterable[str]) -> set[str]:
+    """The captures (of `names`) that every use, (plan, kept columns), reads only as a number:
+    its plan converts it to one (a unit, or a unit capture), or its plan and kept columns never
+    mention it (a series index, an event's step: number() reads those). The engine may read them
+    straight into arrays (store.Batch.values), as nothing keeps their text."""
+    found = set(names)
+    for plan, kept in uses:
         numeric = {
             capture
             for capture, factor_, unit_capture, _ in plan
             if unit_capture is not None or (factor_ is not None and factor_ != 0.0)
         }
-        found = numeric if found is None else found & numeric
-    return found or set()
+        mentioned = {capture for capture, *_ in plan} | {unit for _, _, unit, _ in plan if unit}
+        found &= numeric | (found - mentioned - set(kept))
+    return found
 
 
 def _convert_array(

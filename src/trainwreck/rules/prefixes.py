@@ -99,7 +99,7 @@ def normalize_block(block: bytes) -> bytes:
         shaped = _ANSI.sub(b"", shaped)
     if b"\r" in shaped:
         shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
-    if any(char in shaped for char in _BOX_CHARS):
+    if b"\xe2" in shaped and any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
     if _FULL in shaped or _has_join_candidate(shaped):
         shaped = _join_wrapped(shaped)

@@ -9,6 +9,7 @@ the real patterns on those lines only.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -78,6 +79,13 @@ def group_names(pattern: str) -> list[str]:
         return []
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse(pattern: str) -> Any:
+    """Python's parse of a pattern, once per pattern (the literals and the digit analysis both
+    read it). Raises what the parser raises."""
+    return _sre_p.parse(pattern)
+
+
 def compile(pattern: str) -> Any:
     return re2.compile(pattern, options())
 
@@ -94,7 +102,7 @@ def literal_options(pattern: str) -> tuple[list[list[str]], bool]:
     if any(token in pattern for token in ("[[:", "\\p", "\\P", "\\C", "\\Q", "(?U", "(?s")):
         return [], False
     try:
-        parsed = _sre_p.parse(pattern)
+        parsed = _parse(pattern)
     except Exception:
         return [], False
     ignore_case = bool(parsed.state.flags & _sre_c.SRE_FLAG_IGNORECASE) or "(?i" in pattern
@@ -247,7 +255,7 @@ def digit_blind(pattern: str) -> bool:
     if any(token in pattern for token in ("[[:", "\\p", "\\P", "\\C", "\\Q", "\\x{")):
         return False
     try:
-        parsed = _sre_p.parse(pattern)
+        parsed = _parse(pattern)
     except Exception:
         return False
     return _blind(list(parsed))

@@ -313,10 +313,17 @@ class Engine:
         masked = region.translate(MASK).split(b"\n")
         masked.pop()
         shapes: list[Any] = list(map(book.known.get, masked))
-        if None in shapes:
-            for i in [i for i, shape in enumerate(shapes) if shape is None]:
-                line = lines[i]
-                shapes[i] = book.shape_of(line) if len(line) <= MAX_SHAPE_LINE else GENERAL
+        if None in shapes:  # new shapes: each worked out once, on its first line
+            missing = [i for i, shape in enumerate(shapes) if shape is None]
+            first: dict[bytes, int] = {}
+            for i in missing:
+                first.setdefault(masked[i], i)
+            found = {
+                key: book.shape_of(lines[i]) if len(lines[i]) <= MAX_SHAPE_LINE else GENERAL
+                for key, i in first.items()
+            }
+            for i in missing:
+                shapes[i] = found[masked[i]]
         keys = np.fromiter(map(_KEY, shapes), np.int64, len(shapes))
         ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
         starts = np.empty_like(ends)
@@ -387,7 +394,16 @@ class Engine:
         if not n:
             return
         users = self.users[only]
-        numeric = numeric_captures([runs[user.run_index].plans[user.matcher] for user in users])
+        numeric = numeric_captures(
+            [
+                (
+                    runs[user.run_index].plans[user.matcher],
+                    runs[user.run_index].matchers[user.matcher].columns,
+                )
+                for user in users
+            ],
+            [name for name, _ in users[0].groups],
+        )
         captured: dict[str, Any] = {}
         for name, group in users[0].groups:
             values = batch.values(group) if name in numeric else None

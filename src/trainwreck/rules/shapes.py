@@ -45,7 +45,7 @@ _U = re2._re2.RE2.Anchor.UNANCHORED
 Spans = tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # shapes are compared by identity
 class Shape:
     """What the lines of one shape hold, as offsets into the line."""
 

@@ -4,7 +4,6 @@ one pattern alone matched in a block (`store_bulk`, the same results in the same
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -60,6 +59,7 @@ class Batch:
     rows of that shape)."""
 
     __slots__ = (
+        "_codes",
         "_text",
         "data",
         "ends",
@@ -94,9 +94,37 @@ class Batch:
         self.times = times
         self.groups = groups
         self._text = np.frombuffer(data, dtype=np.uint8)
+        self._codes: tuple[list[Any], np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.numbers)
+
+    def rank_codes(self) -> tuple[list[Any], np.ndarray]:
+        """(the distinct ranks, each line's position among them), computed once per batch."""
+        if self._codes is None:
+            ranks = self.ranks
+            try:  # whole-number ranks (the common case): coded with numpy
+                found, codes = np.unique(
+                    np.fromiter(ranks, np.int64, len(ranks)), return_inverse=True
+                )
+                self._codes = (found.tolist(), codes)
+            except (TypeError, ValueError, OverflowError):  # None or a node name among them
+                index: dict[Any, int] = {}
+                codes = np.fromiter(
+                    (index.setdefault(rank, len(index)) for rank in ranks), np.int64, len(ranks)
+                )
+                self._codes = (list(index), codes)
+        return self._codes
+
+    def rank_counts(self) -> dict[Any, int]:
+        """Lines per rank, ranks in the order they first appear."""
+        distinct, codes = self.rank_codes()
+        found, first, counts = np.unique(codes, return_index=True, return_counts=True)
+        order = np.argsort(first, kind="stable")
+        return {
+            distinct[code]: count
+            for code, count in zip(found[order].tolist(), counts[order].tolist(), strict=True)
+        }
 
     def line(self, i: int) -> bytes:
         return self.data[int(self.starts[i]) : int(self.ends[i])]
@@ -308,7 +336,7 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
     before = state.count
     state.count += n
     counts = state.rank_counts
-    for rank, found in Counter(ranks).items():  # first-seen order, as line by line
+    for rank, found in batch.rank_counts().items():  # first-seen order, as line by line
         counts[rank] = counts.get(rank, 0) + found
     room = MAX_EVIDENCE_PER_MATCHER - len(state.evidence)
     for i in range(min(max(room, 0), n)):
@@ -371,46 +399,39 @@ def feed_bulk(
     """The series points of a batch: per series, each rank's finite values in line order (a
     rank's buffer is created at its first finite value, as per line), up to the cap."""
     n = len(batch.numbers)
-    try:  # whole-number ranks (the common case): coded with numpy
-        unique, codes = np.unique(np.fromiter(batch.ranks, np.int64, n), return_inverse=True)
-        ranks = [series_key(rank, batch.file) for rank in unique.tolist()]
-    except (TypeError, ValueError, OverflowError):  # None or a node name among them
-        codes_of: dict[Any, int] = {}
-        codes = np.fromiter(
-            (codes_of.setdefault(rank, len(codes_of)) for rank in batch.ranks), np.int64, n
-        )
-        ranks = [series_key(rank, batch.file) for rank in codes_of]
+    distinct, codes = batch.rank_codes()
+    ranks = [series_key(rank, batch.file) for rank in distinct]
     numbers = np.asarray(batch.numbers, dtype=np.float64)
     offsets = np.asarray(batch.offsets, dtype=np.float64)
+    by_rank = np.argsort(codes, kind="stable")  # rows grouped by rank, in line order in each
     for series, value_name, index_name in feeds:
         values = column_numbers(columns, value_name, n)
         keep = np.isfinite(values)
         if not keep.any():
             continue
-        times = batch.all_times()
-        indexes = column_numbers(columns, index_name, n) if index_name else None
+        rows = by_rank[keep[by_rank]]
+        row_codes = codes[rows]
+        starts = np.flatnonzero(np.diff(row_codes)) + 1
+        bounds = [0, *starts.tolist(), len(rows)]
+        table = np.empty((len(rows), SeriesBuffer.WIDTH), dtype=np.float64)
+        table[:, 0] = values[rows]
+        if index_name:
+            table[:, 1] = column_numbers(columns, index_name, n)[rows]
+        table[:, 2] = batch.all_times()[rows]
+        table[:, 3] = batch.file
+        table[:, 4] = numbers[rows]
+        table[:, 5] = offsets[rows]
         per_rank = run.series[series]
-        kept = np.flatnonzero(keep)
-        kept_codes = codes[kept]
         # Ranks in the order of their first finite value (buffers are created in that order).
-        present, first_at = np.unique(kept_codes, return_index=True)
-        for code in present[np.argsort(first_at, kind="stable")]:
-            rank = ranks[code]
-            rows = kept[kept_codes == code]
+        firsts = rows[bounds[:-1]]
+        for at in np.argsort(firsts, kind="stable").tolist():
+            low, high = bounds[at], bounds[at + 1]
+            rank = ranks[int(row_codes[low])]
             buffer = per_rank.get(rank)
             if buffer is None:
                 buffer = per_rank[rank] = SeriesBuffer()
-            if indexes is None:
-                index = np.arange(buffer.offered, buffer.offered + len(rows), dtype=np.float64)
-            else:
-                index = indexes[rows]
-            table = np.empty((len(rows), SeriesBuffer.WIDTH), dtype=np.float64)
-            table[:, 0] = values[rows]
-            table[:, 1] = index
-            table[:, 2] = times[rows]
-            table[:, 3] = batch.file
-            table[:, 4] = numbers[rows]
-            table[:, 5] = offsets[rows]
-            buffer.rows.frombytes(table.tobytes())
-            buffer.count += len(rows)
-            buffer.offered += len(rows)
+            if not index_name:
+                table[low:high, 1] = np.arange(buffer.offered, buffer.offered + high - low)
+            buffer.rows.frombytes(memoryview(table[low:high]).cast("B"))
+            buffer.count += high - low
+            buffer.offered += high - low
