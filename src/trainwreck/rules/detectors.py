@@ -27,6 +27,9 @@ class Points:
     file: np.ndarray
     line: np.ndarray
     offset: np.ndarray  # byte offset of the line in its (decompressed) file
+    # Whether each point belongs to the series' regular sample: all do, unless the series was
+    # thinned to stay within memory (state.SeriesBuffer); baselines are taken from the sample.
+    sample: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -40,7 +43,20 @@ class Points:
             self.file[keep],
             self.line[keep],
             self.offset[keep],
+            None if self.sample is None else self.sample[keep],
         )
+
+    def sampled(self) -> Points:
+        """The sample's points (all of them, unless the series was thinned)."""
+        if self.sample is None or self.sample.all():
+            return self
+        return self.select(self.sample)
+
+    def baseline(self) -> np.ndarray:
+        """The values a baseline (median, spread, trend) is taken from: the sample's."""
+        if self.sample is None or self.sample.all():
+            return self.value
+        return self.value[self.sample]
 
     def event(self, i: int, rank: RankKey) -> Event:
         return Event(
@@ -108,7 +124,7 @@ def periodic_stalls(
             continue
         if warmup:  # first steps pay for compilation, caches, allocator growth: not stalls
             points = points.select(slice(min(warmup, len(points) - 3), None))
-        median, mad = robust(points.value)
+        median, mad = robust(points.baseline())
         if not median > 0:
             continue
         mask = (
@@ -196,9 +212,10 @@ def drift(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> Dete
         points = _finite(raw)
         if len(points) < int(settings["min_points"]):
             continue
-        third = max(len(points) // 3, 1)
-        early = float(np.median(points.value[:third]))
-        late = float(np.median(points.value[-third:]))
+        values = points.baseline()
+        third = max(len(values) // 3, 1)
+        early = float(np.median(values[:third]))
+        late = float(np.median(values[-third:]))
         delta = late - early
         increase = delta / early if early > 0 else math.inf if delta > 0 else 0.0
         increases[rank] = (increase, delta, points)
@@ -245,7 +262,7 @@ def rank_outlier(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) 
     for rank, raw in series.items():
         points = _finite(raw)
         if len(points):
-            medians[rank] = float(np.median(points.value))
+            medians[rank] = float(np.median(points.baseline()))
             last[rank] = points
     outputs = {"count": 0.0, "rank": math.nan, "ratio": math.nan}
     if len(medians) < 3:
@@ -428,7 +445,7 @@ def correlation(
     for rank, raw in series.items():
         if rank not in other:
             continue
-        a, b = _finite(raw), _finite(other[rank])
+        a, b = _finite(raw).sampled(), _finite(other[rank]).sampled()
         if not len(a) or not len(b):
             continue
         common, ia, ib = np.intersect1d(a.index, b.index, return_indices=True)

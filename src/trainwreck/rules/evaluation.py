@@ -151,11 +151,13 @@ def _run_detectors(
             if thinned:
                 held = sum(b.count for b in thinned)
                 offered = sum(b.offered for b in thinned)
-                notes.append(
+                note = (
                     f"series '{spec['series']}' was thinned to stay within memory: {held:,} of"
-                    f" {offered:,} points analysed on {len(thinned)} rank(s), keeping the outlying"
-                    " point of each two"
+                    f" {offered:,} points kept on {len(thinned)} rank(s): a regular sample of the"
+                    " steps, and every point that stands out from it"
                 )
+                if note not in notes:  # (once per series, however many detectors read it)
+                    notes.append(note)
         results[name] = _unknown_ranks(result)
     return results, cooccur_hits
 

@@ -3,6 +3,7 @@ columns and events, and its series' points per rank; the limits that keep it bou
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,9 +17,9 @@ from trainwreck.rules.registry import DETECTORS, EVENTS
 
 MAX_EVIDENCE_PER_MATCHER = 24
 MAX_ROWS = 1_000_000  # kept capture values / events per matcher
-# Points held by all the series of one scan (48 bytes each: 72 MB). Past it the longest series
+# Points held by all the series of one scan (56 bytes each: 56 MB). Past it the longest series
 # is thinned (SeriesBuffer.thin), so memory stays bounded whatever the size of the input.
-SERIES_BUDGET = 1_500_000
+SERIES_BUDGET = 1_000_000
 # Distinct ranks (or host labels) tracked per scan: each costs per-rank state in every matcher and
 # series that sees it, so a log with a million distinct prefixes would otherwise cost gigabytes.
 # Lines of further ranks are still read, with their rank unknown. (The largest jobs run tens of
@@ -44,59 +45,121 @@ def series_key(rank: Any, file_id: int) -> Any:
 
 
 class SeriesBuffer:
-    """The points of one series on one rank, as rows (value, index, t, file, line, offset) in one
-    array of doubles: one append per point, 48 bytes a point (file, line and offset are whole
-    numbers far below 2**53, so doubles hold them exactly). `offered` counts every point ever
-    added (a positional index goes on counting there); `count` the rows held, fewer once the
-    buffer was thinned."""
+    """The points of one series on one rank, as rows (value, index, t, file, line, offset,
+    sample) in one array of doubles: one append per point, 56 bytes a point (file, line and
+    offset are whole numbers far below 2**53, so doubles hold them exactly). `offered` counts
+    every point ever added (a positional index goes on counting there); `count` the rows held.
 
-    __slots__ = ("count", "offered", "rows", "thinned")
-    WIDTH = 6
+    Past the memory budget (thin_series) a buffer is thinned: it keeps a regular sample, the
+    points whose index (the step, or the position) is a multiple of `stride`, on every rank
+    alike, and every point that stands out from that sample (OUTLIER_MADS median absolute
+    deviations from its median), flagged sample 0. Detectors take their baselines from the
+    sample, so a thinned series keeps its statistics, and its stalls and spikes."""
+
+    __slots__ = ("center", "count", "offered", "outlier_stride", "rows", "spread", "stride")
+    WIDTH = 7
+    OUTLIER_MADS = 6.0
 
     def __init__(self) -> None:
         self.rows = array("d")
         self.count = 0
         self.offered = 0
-        self.thinned = False
+        self.stride = 1  # 1: every point is kept
+        self.outlier_stride = 1  # points that stand out are kept on this grid
+        self.center = math.nan  # the sample's median and MAD when last thinned
+        self.spread = math.nan
+
+    @property
+    def thinned(self) -> bool:
+        return self.stride > 1
 
     def add(
         self, value: float, index: float, t: float, file_id: int, line: int, offset: int
     ) -> None:
-        self.rows.extend((value, index, t, file_id, line, offset))
-        self.count += 1
         self.offered += 1
+        sample = 1.0
+        if self.stride > 1:
+            key = index if math.isfinite(index) else line
+            sample = 1.0 if int(key) % self.stride == 0 else 0.0
+            if not sample and not (
+                abs(value - self.center) > self.OUTLIER_MADS * self.spread
+                and int(key) % self.outlier_stride == 0
+            ):
+                return
+        self.rows.extend((value, index, t, file_id, line, offset, sample))
+        self.count += 1
+
+    def take(self, table: np.ndarray) -> np.ndarray:
+        """The rows of `table` (new points, sample set to 1) this buffer keeps, with their
+        sample flag: add, for many points at once."""
+        if self.stride == 1:
+            return table
+        sample = _on_grid(table, self.stride)
+        table[:, 6] = sample
+        outlier = np.abs(table[:, 0] - self.center) > self.OUTLIER_MADS * self.spread
+        outlier &= _on_grid(table, self.outlier_stride)
+        return table[sample | outlier]
 
     def extend(self, other: SeriesBuffer, shift_index: bool = False) -> None:
         """Append another buffer's points. `shift_index`: their index is their position, which
-        now starts after this buffer's points."""
-        rows = other.rows
-        if shift_index and other.count:
-            rows = array("d", rows)
-            table = np.frombuffer(rows, dtype=np.float64).reshape(-1, self.WIDTH)
+        now starts after this buffer's points. Buffers thinned alike on different ranges keep
+        the coarser grid."""
+        table = np.frombuffer(other.rows, dtype=np.float64).reshape(-1, self.WIDTH).copy()
+        if shift_index:
             table[:, 1] += self.offered
-        self.rows.extend(rows)
-        self.count += other.count
+        if (other.stride, other.outlier_stride) > (self.stride, self.outlier_stride):
+            self._restride(other.stride, other.outlier_stride, other.center, other.spread)
+        if self.stride > 1:
+            table = _regrid(table, self.stride, self.outlier_stride)
+        self.append(table)
         self.offered += other.offered
-        self.thinned |= other.thinned
+
+    def append(self, table: np.ndarray) -> None:
+        """Append rows (a WIDTH-column array) as they are: no copy beyond the array's own."""
+        if len(table):
+            self.rows.frombytes(memoryview(np.ascontiguousarray(table)).cast("B"))
+            self.count += len(table)
+
+    def _restride(self, stride: int, outlier_stride: int, center: float, spread: float) -> None:
+        stride, outlier_stride = max(stride, self.stride), max(outlier_stride, self.outlier_stride)
+        table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
+        table = _regrid(table, stride, outlier_stride)
+        self.rows = array("d", table.tobytes())
+        self.count = len(table)
+        self.stride, self.outlier_stride = stride, outlier_stride
+        if not math.isfinite(self.center):
+            self.center, self.spread = center, spread
 
     def thin(self) -> int:
-        """Halve the points held: of each two neighbours keep the one farther from the median
-        value, so that spikes, stalls and level changes survive (each kept point keeps its own
-        index, time and line). Returns how many points were dropped."""
+        """Halve the sample (double the stride) and keep the points that stand out from it.
+        Returns how many points were dropped."""
         table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
-        pairs = len(table) // 2
-        if not pairs:
+        if len(table) < 2:
             return 0
-        middle = float(np.median(table[:, 0]))
-        first, second = table[0 : 2 * pairs : 2], table[1 : 2 * pairs : 2]
-        later = np.abs(second[:, 0] - middle) > np.abs(first[:, 0] - middle)
-        kept = np.where(later[:, None], second, first)
-        if len(table) % 2:
-            kept = np.concatenate((kept, table[-1:]))
+        sample = table[:, 6] == 1
+        values = table[sample, 0] if sample.any() else table[:, 0]
+        center = float(np.median(values))
+        spread = float(np.median(np.abs(values - center)))
+        stride = self.stride * 2
+        on_grid = sample & _on_grid(table, stride)
+        outlier = ~on_grid & (np.abs(table[:, 0] - center) > self.OUTLIER_MADS * spread)
+        outlier_stride = self.outlier_stride
+        outlier &= _on_grid(table, outlier_stride)
+        while outlier.sum() > max(len(table) // 2, 1):
+            # Points that stand out are half of what is held (frequent stalls, a wide
+            # distribution): they are thinned on a grid of their own, alike on every rank.
+            outlier_stride *= 2
+            outlier &= _on_grid(table, outlier_stride)
+        keep = on_grid | outlier
+        if keep.sum() > 0.75 * len(table):
+            return 0  # the index does not spread the points over the grid: no progress here
+        kept = np.ascontiguousarray(table[keep])
+        kept[:, 6] = on_grid[keep]
         self.rows = array("d", kept.tobytes())
         dropped = self.count - len(kept)
         self.count = len(kept)
-        self.thinned = True
+        self.stride, self.center, self.spread = stride, center, spread
+        self.outlier_stride = outlier_stride
         return dropped
 
     def points(self) -> det.Points:
@@ -108,7 +171,25 @@ class SeriesBuffer:
             table[:, 3].astype(np.int64),
             table[:, 4].astype(np.int64),
             table[:, 5].astype(np.int64),
+            table[:, 6] == 1,
         )
+
+
+def _on_grid(table: np.ndarray, stride: int) -> np.ndarray:
+    """Rows whose index (or, without one, line number) is a multiple of `stride`."""
+    keys = np.where(np.isfinite(table[:, 1]), table[:, 1], table[:, 4])
+    return np.floor(keys) % stride == 0
+
+
+def _regrid(table: np.ndarray, stride: int, outlier_stride: int) -> np.ndarray:
+    """Rows of a thinned series on coarser grids: its sample points on the grid of `stride`,
+    its flagged points on the grid of `outlier_stride`."""
+    sample = table[:, 6] == 1
+    on_grid = sample & _on_grid(table, stride)
+    keep = on_grid | (~sample & _on_grid(table, outlier_stride))
+    kept = np.ascontiguousarray(table[keep])
+    kept[:, 6] = on_grid[keep]
+    return kept
 
 
 @dataclass
@@ -192,7 +273,8 @@ class ScanResult:
 
 def thin_series(runs: list[RuleRun], budget: int) -> None:
     """Thin the longest series until all of them together hold at most `budget` points (series
-    shared by several rules are counted once)."""
+    shared by several rules are counted once); a series that cannot be thinned further is left
+    as it is."""
     buffers = {
         id(buffer): buffer
         for run in runs
@@ -200,9 +282,13 @@ def thin_series(runs: list[RuleRun], budget: int) -> None:
         for buffer in per_rank.values()
     }
     total = sum(buffer.count for buffer in buffers.values())
+    stuck: set[int] = set()
     while total > budget:
-        longest = max(buffers.values(), key=lambda buffer: buffer.count)
+        open_ = [b for key, b in buffers.items() if key not in stuck]
+        if not open_:
+            return
+        longest = max(open_, key=lambda buffer: buffer.count)
         dropped = longest.thin()
         if not dropped:
-            return
+            stuck.add(id(longest))
         total -= dropped

@@ -421,6 +421,7 @@ def feed_bulk(
         table[:, 3] = batch.file
         table[:, 4] = numbers[rows]
         table[:, 5] = offsets[rows]
+        table[:, 6] = 1.0
         per_rank = run.series[series]
         # Ranks in the order of their first finite value (buffers are created in that order).
         firsts = rows[bounds[:-1]]
@@ -432,6 +433,5 @@ def feed_bulk(
                 buffer = per_rank[rank] = SeriesBuffer()
             if not index_name:
                 table[low:high, 1] = np.arange(buffer.offered, buffer.offered + high - low)
-            buffer.rows.frombytes(memoryview(table[low:high]).cast("B"))
-            buffer.count += high - low
+            buffer.append(buffer.take(table[low:high]))
             buffer.offered += high - low
