@@ -15,7 +15,7 @@ import re2
 from trainwreck.rules import regexes
 from trainwreck.rules.evaluation import order_key
 from trainwreck.rules.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
-from trainwreck.rules.reading import read_blocks
+from trainwreck.rules.reading import read_blocks, read_head
 from trainwreck.rules.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
@@ -62,6 +62,12 @@ def scan_parallel(
 ) -> None:
     global _WORKER_ENGINE
     _WORKER_ENGINE = engine
+    # What every worker would otherwise work out on its own, done once before they fork.
+    if not engine._prefilter_ready:
+        sample = next((h for _, s in inputs if (h := read_head(s, 1 << 20))), None)
+        if sample is not None:
+            engine._build_prefilter(sample)
+    engine.shapes.prepare()
     budget = engine.series_budget
     engine.series_budget = budget // workers  # (the workers' copy: they fork from here)
     context = multiprocessing.get_context("fork")

@@ -114,11 +114,11 @@ def _has_join_candidate(block: bytes) -> bool:
     import numpy as np
 
     data = np.frombuffer(block, dtype=np.uint8)
-    ends = np.flatnonzero(data == 10)
-    ends = ends[ends + 1 < data.size]  # a line that has a next line
+    newlines = np.flatnonzero(data == 10)
+    ends = newlines[newlines + 1 < data.size]  # a line that has a next line
     if ends.size == 0:
         return False
-    starts = np.concatenate(([0], np.flatnonzero(data == 10)[:-1] + 1))[: ends.size]
+    starts = np.concatenate(([0], newlines[:-1] + 1))[: ends.size]
     lengths = ends - starts
     last = data[np.maximum(ends - 1, 0)]
     before_last = data[np.maximum(ends - 2, 0)]

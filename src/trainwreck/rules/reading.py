@@ -297,6 +297,27 @@ def is_path(source: Any) -> bool:
     return isinstance(source, (str, Path)) and str(source) != "-"
 
 
+def head_blocks(source: Any, limit: int) -> Iterator[bytes]:
+    """The first `limit` bytes (or a little more, to a line end) of a log file as blocks of
+    whole lines, gzip decoded; nothing when it is not a file or cannot be read. For the side
+    readers that look at a log after the scan, in the scan's bounded memory."""
+    if not is_path(source):
+        return
+    skipped: list[Skipped] = []
+    handle = open_input(source, str(source), skipped)
+    if handle is None:
+        return
+    try:
+        size = 0
+        for block in read_blocks(handle, str(source), skipped):
+            yield block
+            size += len(block)
+            if size >= limit:
+                return
+    finally:
+        handle.close()
+
+
 def read_head(source: Any, limit: int) -> bytes | None:
     """Up to `limit` bytes from the start of a log file, gzip decoded (up to any damage); None
     when it is not a file or cannot be read. For the side readers (suggestions, explain's near

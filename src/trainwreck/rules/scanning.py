@@ -204,8 +204,9 @@ class Engine:
                                 file_rank,
                                 runs,
                                 result,
-                                # candidates in at least half the lines so far
-                                dense=2 * candidates >= line_no - block_line,
+                                # candidates in 1 line of 16 or more so far: looking up
+                                # every line's shape (C loops) beats finding each candidate
+                                dense=16 * candidates >= line_no - block_line,
                             )
                             break
                         line_end = block.find(b"\n", start)

@@ -24,6 +24,7 @@ two patterns feeding one series).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -121,12 +122,17 @@ class ShapeBook:
                 self.known[masked] = found
         return found
 
-    def _work_out(self, masked: bytes) -> Shape:
+    def prepare(self) -> None:
+        """Tell the patterns that read digits apart (on first need: a log that never gets busy
+        never pays for it)."""
         if len(self.blind) != len(self.patterns):
             self.blind = [regexes.digit_blind(p) for p in self.patterns]
             self.digit_literals = _digit_literals(
                 [p for p, blind in zip(self.patterns, self.blind, strict=True) if not blind]
             )
+
+    def _work_out(self, masked: bytes) -> Shape:
+        self.prepare()
         start, end, rank = prefixes.split_spans(masked)
         body = masked[start:end]
         if self.json_lines and body.lstrip()[:1] == b"{":
@@ -264,6 +270,16 @@ class ShapeRows:
         pattern only: the rows of one run are recorded pattern by pattern, and a series fed by
         two patterns must get its points in line order."""
         keys = self.keys
+        feeding: dict[tuple[int, str], int] = {}
+        for key in np.unique(keys).tolist():
+            for series, index in self.shapes[key].feeds:
+                if feeding.setdefault(series, index) != index:
+                    break
+            else:
+                continue
+            break
+        else:  # no series fed by two patterns here: one run
+            return [np.arange(len(keys))]
         changes = np.flatnonzero(keys[1:] != keys[:-1]) + 1
         cuts = [0]
         feeding: dict[tuple[int, str], int] = {}
@@ -323,8 +339,7 @@ class ShapeRows:
             )
 
 
-def _KEY(shape: Shape) -> int:
-    return shape.key
+_KEY = operator.attrgetter("key")  # a shape's key, in C (Engine._scan_dense maps it per line)
 
 
 def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:

@@ -198,31 +198,30 @@ def error_lines(
     """Error-like lines of the logs (files only; stdin was consumed by the scan), read through
     the paste-shape layer, with their file and line number."""
     from trainwreck.rules import prefixes
-    from trainwreck.rules.reading import read_head
+    from trainwreck.rules.reading import head_blocks
 
     found: list[tuple[str, int, str]] = []
+    search = _error_pattern().search
     for display, source in inputs:
-        data = read_head(source, READ_LIMIT)
-        if data is None:
-            continue
-        if b"\x00" in data[:8192]:
-            continue  # binary
-        shaped = prefixes.normalize_block(data)
-        search = _error_pattern().search
-        position, counted, number = 0, 0, 1
-        while True:
-            match = search(shaped, position)
-            if match is None:
-                break
-            start = shaped.rfind(b"\n", 0, match.start()) + 1
-            end = shaped.find(b"\n", match.end())
-            end = len(shaped) if end < 0 else end
-            number += shaped.count(b"\n", counted, start)
-            counted = start
-            body = prefixes.split_prefix(shaped[start:end])[1]
-            found.append((display, number, body.decode("utf-8", "replace")))
-            if len(found) >= limit:
-                return found
-            position = end + 1
-    return found
+        number = 1  # of the first line of the block
+        for block in head_blocks(source, READ_LIMIT):
+            if number == 1 and b"\x00" in block[:8192]:
+                break  # binary
+            shaped = prefixes.normalize_block(block)  # the same lines, reshaped
+            position, counted, line = 0, 0, number
+            while True:
+                match = search(shaped, position)
+                if match is None:
+                    break
+                start = shaped.rfind(b"\n", 0, match.start()) + 1
+                end = shaped.find(b"\n", match.end())
+                end = len(shaped) if end < 0 else end
+                line += shaped.count(b"\n", counted, start)
+                counted = start
+                body = prefixes.split_prefix(shaped[start:end])[1]
+                found.append((display, line, body.decode("utf-8", "replace")))
+                if len(found) >= limit:
+                    return found
+                position = end + 1
+            number += block.count(b"\n")
     return found
