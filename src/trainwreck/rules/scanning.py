@@ -150,6 +150,7 @@ class Engine:
         base = 0  # offset of the block in the (decompressed) stream
         unranked = result.unranked
         first_line = 1
+        busy = False
         reader: Any = handle
         if part is not None:
             base, stop, first_line = part
@@ -177,6 +178,7 @@ class Engine:
                 pos = 0
                 end = len(block)
                 block_line = line_no
+                previous, busy = busy, False  # whether the last block, and this one, went dense
                 if prefilter is not None:
                     match = prefilter.Match
                     candidates = 0
@@ -192,7 +194,12 @@ class Engine:
                                 candidates == BLOCK_SET_EARLY
                                 and candidates * 20 >= line_no - block_line
                             )
+                            or (candidates == 1 and previous)
                         ) and (starts is None and block.find(b"\r", line_start) < 0):
+                            # Dense: candidates in 1 line of 16 or more so far (or the last
+                            # block was dense): looking up every line's shape (C loops) beats
+                            # finding each candidate.
+                            busy = previous or 16 * candidates >= line_no - block_line
                             line_no += block.count(b"\n", counted, line_start)
                             counted = line_start
                             line_no, counted = self._scan_shapes(
@@ -204,9 +211,7 @@ class Engine:
                                 file_rank,
                                 runs,
                                 result,
-                                # candidates in 1 line of 16 or more so far: looking up
-                                # every line's shape (C loops) beats finding each candidate
-                                dense=16 * candidates >= line_no - block_line,
+                                dense=busy,
                             )
                             break
                         line_end = block.find(b"\n", start)

@@ -80,10 +80,10 @@ class SeriesBuffer:
         sample = 1.0
         if self.stride > 1:
             key = index if math.isfinite(index) else line
-            sample = 1.0 if int(key) % self.stride == 0 else 0.0
+            sample = 1.0 if math.floor(key) % self.stride == 0 else 0.0
             if not sample and not (
                 abs(value - self.center) > self.OUTLIER_MADS * self.spread
-                and int(key) % self.outlier_stride == 0
+                and math.floor(key) % self.outlier_stride == 0
             ):
                 return
         self.rows.extend((value, index, t, file_id, line, offset, sample))
@@ -176,9 +176,10 @@ class SeriesBuffer:
 
 
 def _on_grid(table: np.ndarray, stride: int) -> np.ndarray:
-    """Rows whose index (or, without one, line number) is a multiple of `stride`."""
+    """Rows whose index (or, without one, line number) is a multiple of `stride` (a power of
+    two: the low bits of the whole number at or below the index are zero)."""
     keys = np.where(np.isfinite(table[:, 1]), table[:, 1], table[:, 4])
-    return np.floor(keys) % stride == 0
+    return (np.floor(keys).astype(np.int64) & (stride - 1)) == 0
 
 
 def _regrid(table: np.ndarray, stride: int, outlier_stride: int) -> np.ndarray:

@@ -403,7 +403,10 @@ def feed_bulk(
     ranks = [series_key(rank, batch.file) for rank in distinct]
     numbers = np.asarray(batch.numbers, dtype=np.float64)
     offsets = np.asarray(batch.offsets, dtype=np.float64)
-    by_rank = np.argsort(codes, kind="stable")  # rows grouped by rank, in line order in each
+    # rows grouped by rank, in line order in each (a radix sort on small codes)
+    by_rank = np.argsort(
+        codes.astype(np.int16) if len(distinct) < 1 << 15 else codes, kind="stable"
+    )
     for series, value_name, index_name in feeds:
         values = column_numbers(columns, value_name, n)
         keep = np.isfinite(values)
