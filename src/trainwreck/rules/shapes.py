@@ -308,6 +308,7 @@ class ShapeRows:
         )
         text = np.frombuffer(self.data, dtype=np.uint8)
         ranks = _admitted(_ranks(self, text, rows_of, distinct, file_rank), result)
+        distinct_ranks, codes = _codes(ranks)
         times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
         for key, shape in distinct.items():
@@ -329,7 +330,7 @@ class ShapeRows:
                     self.file,
                     self.numbers if rows is None else self.numbers[rows],
                     self.offsets if rows is None else self.offsets[rows],
-                    ranks if rows is None else [ranks[i] for i in rows.tolist()],
+                    (distinct_ranks, codes if rows is None else codes[rows]),
                     self.data,
                     self.starts if rows is None else self.starts[rows],
                     self.ends if rows is None else self.ends[rows],
@@ -391,6 +392,17 @@ def _ranks(
         for i, rank in zip(where.tolist(), found, strict=True):
             ranks[i] = rank
     return ranks
+
+
+def _codes(ranks: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """(the distinct ranks, each row's position among them)."""
+    try:  # whole-number ranks (the common case): coded with numpy
+        found, codes = np.unique(np.fromiter(ranks, np.int64, len(ranks)), return_inverse=True)
+        return found.tolist(), codes
+    except (TypeError, ValueError, OverflowError):  # None or a node name among them
+        index: dict[Any, int] = {}
+        codes = np.fromiter((index.setdefault(r, len(index)) for r in ranks), np.int64, len(ranks))
+        return list(index), codes
 
 
 def _admitted(ranks: list[Any], result: ScanResult) -> list[Any]:

@@ -89,16 +89,19 @@ class SeriesBuffer:
         self.rows.extend((value, index, t, file_id, line, offset, sample))
         self.count += 1
 
-    def take(self, table: np.ndarray) -> np.ndarray:
-        """The rows of `table` (new points, sample set to 1) this buffer keeps, with their
-        sample flag: add, for many points at once."""
+    def keeps(
+        self, values: np.ndarray, index: np.ndarray, lines: np.ndarray
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Which of these new points the buffer keeps (None: all) and, of those, which are
+        sample points (None: all): add, for many points at once."""
         if self.stride == 1:
-            return table
-        sample = _on_grid(table, self.stride)
-        table[:, 6] = sample
-        outlier = np.abs(table[:, 0] - self.center) > self.OUTLIER_MADS * self.spread
-        outlier &= _on_grid(table, self.outlier_stride)
-        return table[sample | outlier]
+            return None, None
+        whole = np.floor(np.where(np.isfinite(index), index, lines)).astype(np.int64)
+        sample = (whole & (self.stride - 1)) == 0
+        outlier = np.abs(values - self.center) > self.OUTLIER_MADS * self.spread
+        outlier &= (whole & (self.outlier_stride - 1)) == 0
+        keep = sample | outlier
+        return keep, sample[keep]
 
     def extend(self, other: SeriesBuffer, shift_index: bool = False) -> None:
         """Append another buffer's points. `shift_index`: their index is their position, which

@@ -59,15 +59,15 @@ class Batch:
     rows of that shape)."""
 
     __slots__ = (
-        "_codes",
         "_text",
+        "codes",
         "data",
+        "distinct",
         "ends",
         "file",
         "groups",
         "numbers",
         "offsets",
-        "ranks",
         "starts",
         "times",
     )
@@ -77,7 +77,7 @@ class Batch:
         file_id: int,
         numbers: np.ndarray,
         offsets: np.ndarray,
-        ranks: list[Any],
+        ranks: tuple[list[Any], np.ndarray],
         data: bytes,
         starts: np.ndarray,
         ends: np.ndarray,
@@ -87,44 +87,31 @@ class Batch:
         self.file = file_id
         self.numbers = numbers
         self.offsets = offsets
-        self.ranks = ranks
+        self.distinct, self.codes = ranks  # the ranks, and each line's position among them
         self.data = data
         self.starts = starts
         self.ends = ends
         self.times = times
         self.groups = groups
         self._text = np.frombuffer(data, dtype=np.uint8)
-        self._codes: tuple[list[Any], np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.numbers)
 
-    def rank_codes(self) -> tuple[list[Any], np.ndarray]:
-        """(the distinct ranks, each line's position among them), computed once per batch."""
-        if self._codes is None:
-            ranks = self.ranks
-            try:  # whole-number ranks (the common case): coded with numpy
-                found, codes = np.unique(
-                    np.fromiter(ranks, np.int64, len(ranks)), return_inverse=True
-                )
-                self._codes = (found.tolist(), codes)
-            except (TypeError, ValueError, OverflowError):  # None or a node name among them
-                index: dict[Any, int] = {}
-                codes = np.fromiter(
-                    (index.setdefault(rank, len(index)) for rank in ranks), np.int64, len(ranks)
-                )
-                self._codes = (list(index), codes)
-        return self._codes
+    def rank(self, i: int) -> Any:
+        return self.distinct[int(self.codes[i])]
 
-    def rank_counts(self) -> dict[Any, int]:
-        """Lines per rank, ranks in the order they first appear."""
-        distinct, codes = self.rank_codes()
-        found, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    def first_seen(self) -> list[tuple[Any, int, int]]:
+        """(rank, its first line's row, its number of lines), ranks in the order they first
+        appear."""
+        found, first, counts = np.unique(self.codes, return_index=True, return_counts=True)
         order = np.argsort(first, kind="stable")
-        return {
-            distinct[code]: count
-            for code, count in zip(found[order].tolist(), counts[order].tolist(), strict=True)
-        }
+        return [
+            (self.distinct[code], at, count)
+            for code, at, count in zip(
+                found[order].tolist(), first[order].tolist(), counts[order].tolist(), strict=True
+            )
+        ]
 
     def line(self, i: int) -> bytes:
         return self.data[int(self.starts[i]) : int(self.ends[i])]
@@ -330,14 +317,17 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
     """store() for every line of a batch (no rank capture, no block start): the same
     counts, evidence, first lines, columns, events and series points, in line order."""
     n = len(batch)
-    ranks, file_id = batch.ranks, batch.file
+    file_id = batch.file
     numbers, offsets = batch.numbers, batch.offsets
     state = run.matchers[name]
     before = state.count
     state.count += n
     counts = state.rank_counts
-    for rank, found in batch.rank_counts().items():  # first-seen order, as line by line
+    first = state.first
+    for rank, at, found in batch.first_seen():  # in first-seen order, as line by line
         counts[rank] = counts.get(rank, 0) + found
+        if rank not in first:
+            first[rank] = (batch.t(at), file_id, int(numbers[at]))
     room = MAX_EVIDENCE_PER_MATCHER - len(state.evidence)
     for i in range(min(max(room, 0), n)):
         state.evidence.append(
@@ -345,19 +335,12 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
                 file_id,
                 int(numbers[i]),
                 evidence_text(batch.line(i)),
-                ranks[i],
+                batch.rank(i),
                 batch.t(i),
                 name,
                 int(offsets[i]),
             )
         )
-    first = state.first
-    if any(rank not in first for rank in set(ranks)):
-        index_of = dict(zip(reversed(ranks), range(n - 1, -1, -1), strict=True))
-        for rank in dict.fromkeys(ranks):
-            if rank not in first:
-                i = index_of[rank]
-                first[rank] = (batch.t(i), file_id, int(numbers[i]))
     if state.columns:
         keep = max(0, min(n, MAX_ROWS - before))
         for column, values in state.columns.items():
@@ -374,6 +357,7 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         taken = min(max(MAX_ROWS - len(state.events), 0), n)
         times = batch.times[:taken].tolist()
         line_numbers, line_offsets = numbers[:taken].tolist(), offsets[:taken].tolist()
+        ranks = [batch.distinct[code] for code in batch.codes[:taken].tolist()]
         for i in range(taken):
             state.events.append(
                 (
@@ -399,7 +383,7 @@ def feed_bulk(
     """The series points of a batch: per series, each rank's finite values in line order (a
     rank's buffer is created at its first finite value, as per line), up to the cap."""
     n = len(batch.numbers)
-    distinct, codes = batch.rank_codes()
+    distinct, codes = batch.distinct, batch.codes
     ranks = [series_key(rank, batch.file) for rank in distinct]
     numbers = np.asarray(batch.numbers, dtype=np.float64)
     offsets = np.asarray(batch.offsets, dtype=np.float64)
@@ -407,34 +391,41 @@ def feed_bulk(
     by_rank = np.argsort(
         codes.astype(np.int16) if len(distinct) < 1 << 15 else codes, kind="stable"
     )
+    times = batch.all_times()
     for series, value_name, index_name in feeds:
         values = column_numbers(columns, value_name, n)
         keep = np.isfinite(values)
         if not keep.any():
             continue
+        indexes = column_numbers(columns, index_name, n) if index_name else None
         rows = by_rank[keep[by_rank]]
         row_codes = codes[rows]
         starts = np.flatnonzero(np.diff(row_codes)) + 1
         bounds = [0, *starts.tolist(), len(rows)]
-        table = np.empty((len(rows), SeriesBuffer.WIDTH), dtype=np.float64)
-        table[:, 0] = values[rows]
-        if index_name:
-            table[:, 1] = column_numbers(columns, index_name, n)[rows]
-        table[:, 2] = batch.all_times()[rows]
-        table[:, 3] = batch.file
-        table[:, 4] = numbers[rows]
-        table[:, 5] = offsets[rows]
-        table[:, 6] = 1.0
         per_rank = run.series[series]
         # Ranks in the order of their first finite value (buffers are created in that order).
-        firsts = rows[bounds[:-1]]
-        for at in np.argsort(firsts, kind="stable").tolist():
+        for at in np.argsort(rows[bounds[:-1]], kind="stable").tolist():
             low, high = bounds[at], bounds[at + 1]
+            picked = rows[low:high]
             rank = ranks[int(row_codes[low])]
             buffer = per_rank.get(rank)
             if buffer is None:
                 buffer = per_rank[rank] = SeriesBuffer()
-            if not index_name:
-                table[low:high, 1] = np.arange(buffer.offered, buffer.offered + high - low)
-            buffer.append(buffer.take(table[low:high]))
+            if indexes is None:
+                index = np.arange(buffer.offered, buffer.offered + high - low, dtype=np.float64)
+            else:
+                index = indexes[picked]
+            value = values[picked]
+            kept, sample = buffer.keeps(value, index, numbers[picked])
+            if kept is not None:  # a thinned series: most points are left out first
+                picked, value, index = picked[kept], value[kept], index[kept]
+            table = np.empty((len(picked), SeriesBuffer.WIDTH), dtype=np.float64)
+            table[:, 0] = value
+            table[:, 1] = index
+            table[:, 2] = times[picked]
+            table[:, 3] = batch.file
+            table[:, 4] = numbers[picked]
+            table[:, 5] = offsets[picked]
+            table[:, 6] = 1.0 if sample is None else sample
+            buffer.append(table)
             buffer.offered += high - low
