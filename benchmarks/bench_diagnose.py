@@ -12,7 +12,9 @@ It writes its logs into a temporary folder (or --dir), then runs, case by case:
 (b) sparse: ordinary INFO chatter (data loader, NCCL INFO, throughput, warnings) of 8 ranks with
     one CUDA OOM at the very end;
 (c) the same chatter as 8 per-rank files (rank0.log ... rank7.log): diagnose with its automatic
-    parallelism and again with --jobs 1, for the speed-up on this machine's cores;
+    parallelism and again with --jobs 1, for the speed-up on this machine's cores (printed beside
+    the machine's own ceiling: how much faster CPU-bound Python runs in one process per CPU than
+    in one, which shared or hyper-threaded cores keep well below the CPU count);
 (d) gzip: case (b) compressed, read as .gz (ripgrep -z, gzip -dc | grep -E).
 
 For each it prints wall and CPU seconds, MB/s, peak RSS and the ratio to ripgrep. ripgrep gets
@@ -285,6 +287,31 @@ def ratio(a: Run | None, b: Run | None) -> str:
     return f"wall {a.wall / b.wall:5.1f}x, cpu {a.cpu / max(b.cpu, 1e-9):5.1f}x"
 
 
+def _spin(_: object = None) -> float:
+    """A fixed piece of CPU-bound Python; returns its seconds."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(6_000_000):
+        total += i
+    return time.perf_counter() - started
+
+
+def parallel_ceiling() -> float:
+    """How much more CPU-bound Python this machine runs in one process per CPU than in one
+    process: the most any parallel scan can gain here (shared or hyper-threaded cores give less
+    than the CPU count)."""
+    import multiprocessing
+
+    workers = os.cpu_count() or 1
+    alone = min(_spin() for _ in range(2))
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.map(_spin, range(workers))  # warm the workers up
+        started = time.perf_counter()
+        pool.map(_spin, range(workers))
+        together = time.perf_counter() - started
+    return workers * alone / together
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -318,9 +345,11 @@ def main() -> int:
     ere = folder / "patterns.ere"
     ere.write_text("\n".join(ere_list) + "\n", encoding="utf-8")
     rg = shutil.which("rg")
+    ceiling = parallel_ceiling()
     print(
         f"trainwreck diagnose vs ripgrep ({rg or 'not installed'}) and grep -E, {size:g} MB per case;"
-        f" {len(patterns)} patterns ({len(ere_list)} as ERE); {os.cpu_count()} CPUs,"
+        f" {len(patterns)} patterns ({len(ere_list)} as ERE); {os.cpu_count()} CPUs (CPU-bound"
+        f" Python runs {ceiling:.2f}x as fast in one process per CPU as in one),"
         f" load average {os.getloadavg()[0]:.1f}"
     )
     diagnose = [
@@ -388,7 +417,8 @@ def main() -> int:
         if serial is not None and run is not None:
             print(
                 f"  parallel speed-up over --jobs 1: wall {serial.wall / run.wall:.2f}x"
-                f" ({megabytes / run.wall:.1f} vs {megabytes / serial.wall:.1f} MB/s)"
+                f" ({megabytes / run.wall:.1f} vs {megabytes / serial.wall:.1f} MB/s); this"
+                f" machine's ceiling {ceiling:.2f}x"
             )
 
     started = time.perf_counter()
