@@ -288,10 +288,10 @@ def ratio(a: Run | None, b: Run | None) -> str:
 
 
 def _spin(_: object = None) -> float:
-    """A fixed piece of CPU-bound Python; returns its seconds."""
+    """A fixed piece of CPU-bound Python (about a second); returns its seconds."""
     started = time.perf_counter()
     total = 0
-    for i in range(6_000_000):
+    for i in range(15_000_000):
         total += i
     return time.perf_counter() - started
 
@@ -299,17 +299,19 @@ def _spin(_: object = None) -> float:
 def parallel_ceiling() -> float:
     """How much more CPU-bound Python this machine runs in one process per CPU than in one
     process: the most any parallel scan can gain here (shared or hyper-threaded cores give less
-    than the CPU count)."""
+    than the CPU count). Best of three of each, alternated."""
     import multiprocessing
 
     workers = os.cpu_count() or 1
-    alone = min(_spin() for _ in range(2))
+    alone, together = [], []
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        pool.map(_spin, range(workers))  # warm the workers up
-        started = time.perf_counter()
-        pool.map(_spin, range(workers))
-        together = time.perf_counter() - started
-    return workers * alone / together
+        pool.map(_spin, range(workers))  # start the workers
+        for _ in range(3):
+            alone.append(_spin())
+            started = time.perf_counter()
+            pool.map(_spin, range(workers))
+            together.append(time.perf_counter() - started)
+    return workers * min(alone) / min(together)
 
 
 def main() -> int:

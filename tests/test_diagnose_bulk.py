@@ -258,3 +258,17 @@ def test_one_file_in_parts_scans_alike(rules, monkeypatch, small_blocks, tmp_pat
     parts = state_of(eng.Engine(rules).scan([(str(log), str(log))], jobs=3))
     assert cut and cut[0] is not None and len(cut[0][1]) == 3, cut
     assert parts == serial
+
+
+def test_a_full_shape_book_scans_alike(rules, monkeypatch, small_blocks, tmp_path) -> None:
+    """Past MAX_SHAPES new shapes are worked out line by line and not remembered: the same
+    results, and the book stays bounded."""
+    from trainwreck.rules import shapes
+
+    monkeypatch.setattr(shapes, "MAX_SHAPES", 3)
+    log = mixed_log(tmp_path / "rank_5.log", 3000, 5)
+    slow, fast = both(rules, [log], monkeypatch)
+    assert fast == slow
+    engine = eng.Engine(rules)
+    engine.scan([(str(log), str(log))], jobs=1)
+    assert len(engine.shapes.known) == 3 and len(engine.shapes.by_key) == 5

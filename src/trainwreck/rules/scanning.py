@@ -37,7 +37,16 @@ from trainwreck.rules.lineinfo import (
 )
 from trainwreck.rules.patterns import PatternUse
 from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
-from trainwreck.rules.shapes import _KEY, GENERAL, MASK, MAX_SHAPE_LINE, Shape, ShapeBook, ShapeRows
+from trainwreck.rules.shapes import (
+    GENERAL,
+    MASK,
+    MAX_SHAPE_LINE,
+    SHAPE_ADMITS,
+    SHAPE_KEY,
+    Shape,
+    ShapeBook,
+    ShapeRows,
+)
 from trainwreck.rules.state import RuleRun, ScanResult, Skipped
 from trainwreck.rules.store import Batch, Line, pattern_hit, store, store_bulk
 from trainwreck.rules.store import record as record_match
@@ -330,12 +339,14 @@ class Engine:
             }
             for i in missing:
                 shapes[i] = found[masked[i]]
-        keys = np.fromiter(map(_KEY, shapes), np.int64, len(shapes))
+        keys = np.fromiter(map(SHAPE_KEY, shapes), np.int64, len(shapes))
         ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
         starts = np.empty_like(ends)
         starts[0] = 0
         starts[1:] = ends[:-1] + 1
-        wanted = book.admitting(keys)
+        wanted = np.fromiter(map(SHAPE_ADMITS, shapes), bool, len(shapes))
+        # every shape of the block by its key (past MAX_SHAPES, new ones are not in the book)
+        by_key = book.by_key if not book.full else {s.key: s for s in set(shapes)}
         general = np.flatnonzero(keys < 0).tolist()
         segment = 0
         for stop in [*general, len(lines)]:
@@ -349,7 +360,7 @@ class Engine:
                     rows + line_no,
                     starts[rows] + (base + pos),
                     keys[rows],
-                    book.by_key,
+                    by_key,
                 )
                 self._flush_shapes(picked, runs, file_rank, result)
             if stop < len(lines):

@@ -97,19 +97,13 @@ class ShapeBook:
         self.blind: list[bool] = []
         self.digit_literals: Any = None
         self.known: dict[bytes, Shape] = {}
-        self.by_key: dict[int, Shape] = {GENERAL.key: GENERAL, JSON.key: JSON}
+        self.by_key: dict[int, Shape] = {GENERAL.key: GENERAL, JSON.key: JSON}  # the known
         self._keys = 0
-        self._admits = np.zeros(1, dtype=bool)  # by key: whether lines of that shape matter
 
-    def admitting(self, keys: np.ndarray) -> np.ndarray:
-        """Whether lines of these shapes have something to record (False for general ones)."""
-        if len(self._admits) <= self._keys:
-            table = np.zeros(self._keys + 1, dtype=bool)
-            for key, shape in self.by_key.items():
-                if key >= 0:
-                    table[key] = shape.admits
-            self._admits = table
-        return np.where(keys >= 0, self._admits[np.maximum(keys, 0)], False)
+    @property
+    def full(self) -> bool:
+        """No more shapes are remembered (new ones are worked out for each line)."""
+        return len(self.known) >= MAX_SHAPES
 
     def shape_of(self, raw: bytes) -> Shape:
         """The shape of `raw` (a line of at most MAX_SHAPE_LINE bytes, no CR), worked out on
@@ -118,8 +112,9 @@ class ShapeBook:
         found = self.known.get(masked)
         if found is None:
             found = self._work_out(masked)
-            if len(self.known) < MAX_SHAPES:
+            if not self.full:
                 self.known[masked] = found
+                self.by_key[found.key] = found
         return found
 
     def prepare(self) -> None:
@@ -174,7 +169,6 @@ class ShapeBook:
             time=lineinfo.time_spans(masked) if hits else None,
             feeds=tuple((series, index) for index, _ in hits for series in self.feeds[index]),
         )
-        self.by_key[shape.key] = shape
         return shape
 
 
@@ -249,7 +243,7 @@ class ShapeRows:
             ends,
             np.asarray(numbers, dtype=np.int64),
             np.asarray(offsets, dtype=np.int64),
-            np.fromiter(map(_KEY, shapes), np.int64, len(shapes)),
+            np.fromiter(map(SHAPE_KEY, shapes), np.int64, len(shapes)),
             {shape.key: shape for shape in shapes},
         )
 
@@ -340,7 +334,8 @@ class ShapeRows:
             )
 
 
-_KEY = operator.attrgetter("key")  # a shape's key, in C (Engine._scan_dense maps it per line)
+SHAPE_KEY = operator.attrgetter("key")  # a shape's key, in C (Engine._scan_dense maps it per line)
+SHAPE_ADMITS = operator.attrgetter("admits")
 
 
 def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
