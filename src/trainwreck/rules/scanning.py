@@ -276,8 +276,8 @@ class Engine:
         every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns the
         number and offset of the block's end (every line counted)."""
         if dense and block.endswith(b"\n"):
-            self._scan_dense(block, pos, line_no, base, file_id, file_rank, runs, result)
-            return line_no + block.count(b"\n", pos), len(block)
+            lines = self._scan_dense(block, pos, line_no, base, file_id, file_rank, runs, result)
+            return line_no + lines, len(block)
         book = self.shapes
         known = book.known
         mask = MASK
@@ -317,10 +317,10 @@ class Engine:
         file_rank: Any,
         runs: list[RuleRun],
         result: ScanResult,
-    ) -> None:
+    ) -> int:
         """_scan_shapes over every line of a block ending in a newline: lines are split, masked
         and looked up in their shapes by C loops; only lines of a new shape, and lines no shape
-        decides, take Python of their own."""
+        decides, take Python of their own. Returns the number of lines read."""
         book = self.shapes
         region = block[pos:]
         lines = region.split(b"\n")
@@ -372,6 +372,7 @@ class Engine:
                 ):
                     self._line(raw, line_no + stop, base + offset, file_id, file_rank, runs, result)
             segment = stop + 1
+        return len(lines)
 
     def _flush_shapes(
         self, rows: ShapeRows, runs: list[RuleRun], file_rank: Any, result: ScanResult
