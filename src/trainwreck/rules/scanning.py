@@ -26,7 +26,7 @@ import re2
 
 from trainwreck.rules import parallel, patterns, prefixes
 from trainwreck.rules import state as st
-from trainwreck.rules.captures import Plan, convert, convert_columns, named, numeric_captures
+from trainwreck.rules.captures import Plan, convert, named
 from trainwreck.rules.captures import number as to_float
 from trainwreck.rules.lineinfo import (
     INLINE_RANK,
@@ -48,7 +48,7 @@ from trainwreck.rules.shapes import (
     ShapeRows,
 )
 from trainwreck.rules.state import RuleRun, ScanResult, Skipped
-from trainwreck.rules.store import Batch, Line, pattern_hit, store, store_bulk
+from trainwreck.rules.store import Line, pattern_hit, record_batch, store
 from trainwreck.rules.store import record as record_match
 
 _U = re2._re2.RE2.Anchor.UNANCHORED
@@ -271,7 +271,7 @@ class Engine:
         """Scan `block` from `pos` (a line start numbered `line_no`; no CR from there) to its
         end, reading each line through its shape (shapes.py): the rank, the matches and the
         time come from the shape's offsets, and the matches are recorded per pattern in batches
-        (_flush_bulk), with the results and order of the per-line path. Lines whose shape does
+        (store.record_batch), with the results and order of the per-line path. Lines whose shape does
         not decide them go through _line, after the lines before them are recorded. Dense:
         every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns the
         number and offset of the block's end (every line counted)."""
@@ -383,7 +383,7 @@ class Engine:
         for part in parts:
             taken = rows if len(parts) == 1 else rows.take(part)
             for index, batch in taken.batches(file_rank, result):
-                self._flush_bulk(index, batch, runs)
+                record_batch(self.users[index], batch, runs)
 
     def _candidate_lines(
         self, block: bytes, pos: int, line_no: int
@@ -406,34 +406,6 @@ class Engine:
             pos = line_end + 1
             # no CR here (_scan_file checks)
             yield line_no, line_start, block[line_start:line_end]
-
-    def _flush_bulk(self, only: int, batch: Batch, runs: list[RuleRun]) -> None:
-        n = len(batch)
-        if not n:
-            return
-        users = self.users[only]
-        numeric = numeric_captures(
-            [
-                (
-                    runs[user.run_index].plans[user.matcher],
-                    runs[user.run_index].matchers[user.matcher].columns,
-                )
-                for user in users
-            ],
-            [name for name, _ in users[0].groups],
-        )
-        captured: dict[str, Any] = {}
-        for name, group in users[0].groups:
-            values = batch.values(group) if name in numeric else None
-            captured[name] = values if values is not None else batch.captures(group)
-        converted: dict[Plan, dict[str, list[Any]]] = {}
-        for user in users:
-            run = runs[user.run_index]
-            plan = run.plans[user.matcher]
-            columns = converted.get(plan)
-            if columns is None:
-                columns = converted[plan] = convert_columns(plan, dict(captured), n)
-            store_bulk(run, user.matcher, columns, batch)
 
     # -- one candidate line ---------------------------------------------------------------------
 

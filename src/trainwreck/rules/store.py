@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 
 from trainwreck.rules import state as st
-from trainwreck.rules.captures import column_numbers, convert, number
+from trainwreck.rules.captures import (
+    Plan,
+    column_numbers,
+    convert,
+    convert_columns,
+    number,
+    numeric_captures,
+)
 from trainwreck.rules.lineinfo import DIGIT_MASK, parse_time, rank_number
 from trainwreck.rules.reading import evidence_text
 from trainwreck.rules.state import (
@@ -311,6 +318,37 @@ def store(
             else:
                 index = float(buffer.offered)
             buffer.add(value, index, line.t, line.file, line.number, line.offset)
+
+
+def record_batch(users: list[Any], batch: Batch, runs: list[RuleRun]) -> None:
+    """Record a batch of one pattern's lines for every matcher that uses the pattern (`users`:
+    scanning.PatternUse): captures are read once (as arrays where every use reads them only as
+    numbers), converted once per distinct plan, then stored (store_bulk)."""
+    n = len(batch)
+    if not n:
+        return
+    numeric = numeric_captures(
+        [
+            (
+                runs[user.run_index].plans[user.matcher],
+                runs[user.run_index].matchers[user.matcher].columns,
+            )
+            for user in users
+        ],
+        [name for name, _ in users[0].groups],
+    )
+    captured: dict[str, Any] = {}
+    for name, group in users[0].groups:
+        values = batch.values(group) if name in numeric else None
+        captured[name] = values if values is not None else batch.captures(group)
+    converted: dict[Plan, dict[str, list[Any]]] = {}
+    for user in users:
+        run = runs[user.run_index]
+        plan = run.plans[user.matcher]
+        columns = converted.get(plan)
+        if columns is None:
+            columns = converted[plan] = convert_columns(plan, dict(captured), n)
+        store_bulk(run, user.matcher, columns, batch)
 
 
 def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Batch) -> None:
