@@ -249,26 +249,30 @@ class Run:
 def measure(command: list[str], timeout: float | None = None) -> Run | None:
     """Wall seconds, CPU seconds (all child processes), peak RSS and stdout of one command, run
     under a fresh Python parent so that its resource usage is its own. None on timeout."""
+    # The probe enforces the timeout itself, so that the measured command is killed with it
+    # (killing only the probe would leave it running, and loading every later measurement).
     probe = (
         "import resource, subprocess, sys, time, json\n"
         "t = time.perf_counter()\n"
-        "p = subprocess.run(json.loads(sys.argv[1]), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
+        "try:\n"
+        "    p = subprocess.run(json.loads(sys.argv[1]), stdout=subprocess.PIPE,"
+        " stderr=subprocess.DEVNULL, timeout=json.loads(sys.argv[2]))\n"
+        "except subprocess.TimeoutExpired:\n"
+        "    sys.stdout.write('null'); sys.exit(0)\n"
         "dt = time.perf_counter() - t\n"
         "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
         "sys.stdout.write(json.dumps({'dt': dt, 'cpu': u.ru_utime + u.ru_stime, 'rss': u.ru_maxrss / 1024,"
         " 'code': p.returncode, 'out': p.stdout.decode(errors='replace')[-200000:]}))\n"
     )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", probe, json.dumps(command)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        return None
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(command), json.dumps(timeout)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result = json.loads(done.stdout)
+    if result is None:
+        return None
     return Run(result["dt"], result["cpu"], result["rss"], result["out"], result["code"])
 
 
