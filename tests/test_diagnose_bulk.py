@@ -196,20 +196,25 @@ def test_crlf_block_uses_the_per_line_set(rules, monkeypatch, small_blocks, tmp_
     assert fast == slow
 
 
+def gc_step_log(path: Path, steps: int) -> Path:
+    """Step times of 4 ranks in one torchrun log, every 37th step stalled by 400 ms on all."""
+    rng = random.Random(5)
+    lines = []
+    for step in range(1, steps):
+        for rank in range(4):
+            ms = 500 * (1 + rng.gauss(0, 0.01)) + (400 if step % 37 == 0 else 0)
+            lines.append(f"[default{rank}]:step {step} | loss 2.5 | step time {ms:.1f} ms")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_findings_alike_on_a_step_heavy_log(rules, monkeypatch, tmp_path) -> None:
     """The diagnose report itself (with the GC straggler's stalls planted) is the same."""
     from trainwreck.diagnose import diagnose
     from trainwreck.rules.bundle import RuleSet
 
     bundle, _ = compile_folder(ROOT)
-    rng = random.Random(5)
-    lines = []
-    for step in range(1, 1500):
-        for rank in range(4):
-            ms = 500 * (1 + rng.gauss(0, 0.01)) + (400 if step % 37 == 0 else 0)
-            lines.append(f"[default{rank}]:step {step} | loss 2.5 | step time {ms:.1f} ms")
-    log = tmp_path / "combined.log"
-    log.write_text("\n".join(lines) + "\n")
+    log = gc_step_log(tmp_path / "combined.log", 1500)
     rule_set = RuleSet(rules=bundle.rules, entries=bundle.entries)
     reports = []
     for on in (False, True):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.test_diagnose_bulk import gc_step_log
 from trainwreck.rules import lineinfo, prefixes
 from trainwreck.rules import state as st
 from trainwreck.rules.shapes import MASK, Shape, ShapeRows, _ranks, _times
@@ -138,14 +139,7 @@ def test_a_thinned_step_log_still_shows_its_stalls(tmp_path, monkeypatch, jobs) 
     monkeypatch.setattr(reading, "BLOCK", 64 << 10)
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 1 << 20)
-    rng = random.Random(5)
-    lines = []
-    for step in range(1, 6000):
-        for rank in range(4):
-            ms = 500 * (1 + rng.gauss(0, 0.01)) + (400 if step % 37 == 0 else 0)
-            lines.append(f"[default{rank}]:step {step} | loss 2.5 | step time {ms:.1f} ms")
-    log = tmp_path / "combined.log"
-    log.write_text("\n".join(lines) + "\n")
+    log = gc_step_log(tmp_path / "combined.log", 6000)
     report = diagnose([str(log)], ROOT, jobs=jobs).to_json()
     assert "python-gc-straggler" in {f["entry"] for f in report["findings"]}
     assert "was thinned to stay within memory" in repr(report)
