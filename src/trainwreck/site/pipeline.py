@@ -95,12 +95,16 @@ def compile_stage(root: Path, kb: KnowledgeBase | None = None) -> int:
     from trainwreck.rules.compile import CompileOptions, compile_pack, report
 
     kb = kb or KnowledgeBase.load(root)
-    result = compile_pack(root, CompileOptions(), kb=kb)
+    options = CompileOptions()
+    result = compile_pack(root, options, kb=kb)
     # Its problems and its one-line result go to the terminal as they do for `trainwreck compile`.
     report(result)
     if not result.ok:
         raise BuildError("compile: the rules have errors (listed above); fix them and build again")
-    return len(kb.rules.rules)  # all of them validated: the bundle holds every one
+    # All of them validated, so the bundle holds every one; counted there, as a replayed compile
+    # has not read the rules (and a build with nothing changed need not either).
+    bundle = json.loads((root / options.bundle).read_text(encoding="utf-8"))
+    return len(bundle["rules"])
 
 
 class _Steps:
