@@ -31,7 +31,7 @@ def _shaped(
         key = keys.setdefault(masked, len(keys))
         if key not in shapes:
             _start, _end, rank = prefixes.split_spans(masked)
-            shapes[key] = Shape(key, False, rank=rank, time=lineinfo.time_spans(masked))
+            shapes[key] = Shape(key, rank=rank, time=lineinfo.time_spans(masked))
         order.append(shapes[key])
     rows = ShapeRows.of_lines(0, lines, list(range(len(lines))), [0] * len(lines), order)
     rows_of = {key: np.flatnonzero(rows.keys == key) for key in shapes}

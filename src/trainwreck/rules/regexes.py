@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import re2
@@ -22,6 +23,9 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre_c  # type: ignore[no-redef]
     import sre_parse as _sre_p  # type: ignore[no-redef]
 
+# Python's parser reads RE2-only syntax differently ([[:digit:]] as a class of ':', 'd'...,
+# \pN, \C, \Q...\E): patterns holding any of it are not analysed.
+_RE2_ONLY = ("[[:", "\\p", "\\P", "\\C", "\\Q")
 MIN_LITERAL = 3
 MAX_CHAIN = 3  # required literal sets chained in one prefilter alternative
 MAX_PROGRAM = 20_000  # RE2 program size above which a pattern is refused as too large
@@ -97,9 +101,9 @@ def literal_options(pattern: str) -> tuple[list[list[str]], bool]:
     """Every provable required-literal set of `pattern`: each set is alternatives, one of which
     any match contains. Also whether they compare case-insensitively. Sets whose shortest
     alternative is under MIN_LITERAL characters are dropped."""
-    # Python's parser reads RE2-only syntax differently ([[:digit:]], \pN, \C, \Q...\E): a
-    # wrong literal would make the prefilter drop lines, so such patterns are not analysed.
-    if any(token in pattern for token in ("[[:", "\\p", "\\P", "\\C", "\\Q", "(?U", "(?s")):
+    # A wrong literal would make the prefilter drop lines; '.' under (?s) and lazy-by-default
+    # (?U) change what a literal run means.
+    if any(token in pattern for token in (*_RE2_ONLY, "(?U", "(?s")):
         return [], False
     try:
         parsed = _parse(pattern)
@@ -204,7 +208,15 @@ def prefilter_pattern(pattern: str, sample: bytes | None = None) -> str:
     elif len(options) > MAX_CHAIN:
         longest = sorted(range(len(options)), key=lambda i: -_score(options[i]))[:MAX_CHAIN]
         options = [options[i] for i in sorted(longest)]  # a chain keeps the pattern's order
-    links = ["(?:" + "|".join(re2.escape(x) for x in option) + ")" for option in options]
+    return literal_chain(options, ignore_case)
+
+
+def literal_chain(
+    options: list[list[str]], ignore_case: bool, literal: Callable[[str], str] = str
+) -> str:
+    """An RE2 search for required-literal sets in order on one line ('loss.*?(?:nan|inf)'),
+    each literal first passed through `literal` (shapes.py masks their digits)."""
+    links = ["(?:" + "|".join(re2.escape(literal(x)) for x in option) + ")" for option in options]
     body = ".*?".join(links)
     return f"(?i:{body})" if ignore_case else body
 
@@ -242,8 +254,10 @@ def _drop_line_anchors(pattern: str) -> str:
 # --- digit-blind patterns ----------------------------------------------------------------------
 
 _DIGITS = frozenset(range(0x30, 0x3A))
-_ALL_DIGIT_CATEGORIES = {"CATEGORY_DIGIT", "CATEGORY_WORD", "CATEGORY_NOT_SPACE"}
-_NO_DIGIT_CATEGORIES = {"CATEGORY_NOT_DIGIT", "CATEGORY_NOT_WORD", "CATEGORY_SPACE"}
+# (the parse names \d, \w, \s and their negations this way; the engine's Unicode variants
+# are chosen when compiling)
+_ALL_DIGIT_CATEGORIES = {_sre_c.CATEGORY_DIGIT, _sre_c.CATEGORY_WORD, _sre_c.CATEGORY_NOT_SPACE}
+_NO_DIGIT_CATEGORIES = {_sre_c.CATEGORY_NOT_DIGIT, _sre_c.CATEGORY_NOT_WORD, _sre_c.CATEGORY_SPACE}
 
 
 def digit_blind(pattern: str) -> bool:
@@ -252,35 +266,34 @@ def digit_blind(pattern: str) -> bool:
     matches the line with every digit turned into '0', with the same group spans (its automaton
     moves alike on every digit), which is what lets the engine reuse one line's matches for every
     line of the same shape (shapes.py). False whenever it cannot be proven."""
-    if any(token in pattern for token in ("[[:", "\\p", "\\P", "\\C", "\\Q", "\\x{")):
+    if any(token in pattern for token in _RE2_ONLY):
         return False
     try:
         parsed = _parse(pattern)
-    except Exception:
+    except Exception:  # RE2-only syntax Python refuses (\x{30}, \z): not analysed
         return False
     return _blind(list(parsed))
 
 
 def _blind(items: list[Any]) -> bool:
     for op, arg in items:
-        name = str(op)
-        if name in ("LITERAL", "NOT_LITERAL"):
+        if op in (_sre_c.LITERAL, _sre_c.NOT_LITERAL):
             if arg in _DIGITS:
                 return False
-        elif name == "IN":
+        elif op is _sre_c.IN:
             covered = _class_digits(arg)
             if covered is None or covered not in (frozenset(), _DIGITS):
                 return False
-        elif name == "SUBPATTERN":
+        elif op is _sre_c.SUBPATTERN:
             if not _blind(list(arg[-1])):
                 return False
-        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+        elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT):
             if not _blind(list(arg[2])):
                 return False
-        elif name == "BRANCH":
+        elif op is _sre_c.BRANCH:
             if not all(_blind(list(branch)) for branch in arg[1]):
                 return False
-        elif name not in ("ANY", "AT"):
+        elif op not in (_sre_c.ANY, _sre_c.AT):
             return False  # anything else (lookarounds, backreferences) is not analysed
     return True
 
@@ -290,20 +303,18 @@ def _class_digits(items: list[Any]) -> frozenset[int] | None:
     covered: set[int] = set()
     negate = False
     for op, arg in items:
-        name = str(op)
-        if name == "NEGATE":
+        if op is _sre_c.NEGATE:
             negate = True
-        elif name == "LITERAL":
+        elif op is _sre_c.LITERAL:
             if arg in _DIGITS:
                 covered.add(arg)
-        elif name == "RANGE":
+        elif op is _sre_c.RANGE:
             low, high = arg
             covered.update(d for d in _DIGITS if low <= d <= high)
-        elif name == "CATEGORY":
-            category = str(arg).replace("_UNI_", "_").replace("_LOC_", "_")
-            if category in _ALL_DIGIT_CATEGORIES:
+        elif op is _sre_c.CATEGORY:
+            if arg in _ALL_DIGIT_CATEGORIES:
                 covered.update(_DIGITS)
-            elif category not in _NO_DIGIT_CATEGORIES:
+            elif arg not in _NO_DIGIT_CATEGORIES:
                 return None
         else:
             return None

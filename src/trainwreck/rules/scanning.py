@@ -39,6 +39,7 @@ from trainwreck.rules.patterns import PatternUse
 from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
 from trainwreck.rules.shapes import (
     GENERAL,
+    JSON,
     MASK,
     MAX_SHAPE_LINE,
     SHAPE_ADMITS,
@@ -52,8 +53,8 @@ from trainwreck.rules.store import Line, pattern_hit, record_batch, store
 from trainwreck.rules.store import record as record_match
 
 _U = re2._re2.RE2.Anchor.UNANCHORED
-# Candidate lines in a block after which one set match over the rest of the block (a few ms per
-# MiB) pays for itself by sparing each later line its own set match (about a microsecond).
+# Candidate lines in a block after which the rest of it is read through line shapes (shapes.py,
+# Engine._scan_shapes): working out a few shapes then pays for itself.
 BLOCK_SET_AFTER = 2000
 BLOCK_SET_EARLY = 200  # ... or after this many when they are dense (one line in 20 or more)
 
@@ -367,7 +368,7 @@ class Engine:
                 raw = lines[stop]
                 offset = pos + int(starts[stop])
                 # A JSON record the prefilter skips matches nothing.
-                if not shapes[stop].json or (
+                if shapes[stop] is not JSON or (
                     self.prefilter.Match(_U, block, offset, offset + len(raw))[0][0] >= 0
                 ):
                     self._line(raw, line_no + stop, base + offset, file_id, file_rank, runs, result)

@@ -35,7 +35,7 @@ import re2
 
 from trainwreck.rules import lineinfo, prefixes, regexes
 from trainwreck.rules.state import ScanResult
-from trainwreck.rules.store import Batch
+from trainwreck.rules.store import Batch, gather
 
 MASK = lineinfo.DIGIT_MASK
 _MASK_TEXT = str.maketrans("123456789", "000000000")
@@ -50,15 +50,18 @@ Spans = tuple[tuple[int, int], ...]
 class Shape:
     """What the lines of one shape hold, as offsets into the line."""
 
-    key: int  # tells shapes apart within a block
-    general: bool  # the per-line path decides these lines
-    json: bool = False  # (general) a JSON record
+    key: int  # tells shapes apart within a block; below 0: the per-line path decides
     admits: bool = False  # some pattern matches: the line's rank is admitted
     rank: prefixes.RankSpan | None = None  # named by a prefix
     inline: tuple[int, int] | None = None  # else the digits of an inline 'rank N'
     hits: tuple[tuple[int, Spans], ...] = ()  # (pattern index, its group spans in the line)
     time: lineinfo.TimeSpans | None = None  # where the timestamp's fields are
     feeds: tuple[tuple[tuple[int, str], int], ...] = ()  # (series, pattern feeding it)
+
+    @property
+    def general(self) -> bool:
+        """Whether the per-line path decides lines of this shape (GENERAL, JSON)."""
+        return self.key < 0
 
     def rank_in(self, raw: bytes, file_rank: Any) -> Any:
         """The rank of a line of this shape, as the per-line path reads it."""
@@ -71,8 +74,8 @@ class Shape:
         return file_rank
 
 
-GENERAL = Shape(-1, general=True)
-JSON = Shape(-2, general=True, json=True)
+GENERAL = Shape(-1)  # lines no shape decides
+JSON = Shape(-2)  # JSON records (the per-line path parses them)
 
 
 class ShapeBook:
@@ -159,9 +162,8 @@ class ShapeBook:
                 group = next(g for g in (1, 2, 3) if found.start(g) >= 0)
                 inline = (found.start(group) + start, found.end(group) + start)
         self._keys += 1
-        shape = Shape(
+        return Shape(
             self._keys,
-            general=False,
             admits=admits,
             rank=rank,
             inline=inline,
@@ -169,7 +171,6 @@ class ShapeBook:
             time=lineinfo.time_spans(masked) if hits else None,
             feeds=tuple((series, index) for index, _ in hits for series in self.feeds[index]),
         )
-        return shape
 
 
 def _digit_literals(patterns: list[str]) -> Any:
@@ -181,12 +182,8 @@ def _digit_literals(patterns: list[str]) -> Any:
     alternatives = []
     for pattern in patterns:
         options, ignore_case = regexes.literal_options(pattern)
-        links = [
-            "(?:" + "|".join(re2.escape(x.translate(_MASK_TEXT)) for x in option) + ")"
-            for option in options
-        ]
-        chain = ".*?".join(links) or "(?:)"
-        alternatives.append(f"(?i:{chain})" if ignore_case else chain)
+        chain = regexes.literal_chain(options, ignore_case, lambda x: x.translate(_MASK_TEXT))
+        alternatives.append(chain if options else "(?:)")
     opts = regexes.options()
     opts.never_capture = True
     opts.max_mem = 256 << 20
@@ -265,18 +262,15 @@ class ShapeRows:
         two patterns must get its points in line order."""
         keys = self.keys
         feeding: dict[tuple[int, str], int] = {}
-        for key in np.unique(keys).tolist():
-            for series, index in self.shapes[key].feeds:
-                if feeding.setdefault(series, index) != index:
-                    break
-            else:
-                continue
-            break
-        else:  # no series fed by two patterns here: one run
-            return [np.arange(len(keys))]
+        if not any(
+            feeding.setdefault(series, index) != index
+            for key in np.unique(keys).tolist()
+            for series, index in self.shapes[key].feeds
+        ):
+            return [np.arange(len(keys))]  # no series fed by two patterns here: one run
         changes = np.flatnonzero(keys[1:] != keys[:-1]) + 1
         cuts = [0]
-        feeding: dict[tuple[int, str], int] = {}
+        feeding = {}
         for at in [0, *changes.tolist()]:
             feeds = self.shapes[int(keys[at])].feeds
             if any(feeding.get(series, index) != index for series, index in feeds):
@@ -336,12 +330,6 @@ class ShapeRows:
 
 SHAPE_KEY = operator.attrgetter("key")  # a shape's key, in C (Engine._scan_dense maps it per line)
 SHAPE_ADMITS = operator.attrgetter("admits")
-
-
-def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
-    """Bytes low..high of the lines starting at `starts` (all of one shape), as a
-    (lines, high - low) array."""
-    return text[starts[:, None] + np.arange(low, high)]
 
 
 def _number(digits: np.ndarray, start: int, end: int) -> np.ndarray:

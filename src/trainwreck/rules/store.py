@@ -59,8 +59,14 @@ class Line:
         return self._text
 
 
+def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
+    """Bytes low..high of the lines starting at `starts` in `text` (all of one shape, so the
+    same fields), as a (lines, high - low) array."""
+    return text[starts[:, None] + np.arange(low, high)]
+
+
 class Batch:
-    """Lines of one block that one pattern matched, awaiting Engine._flush_bulk (built by
+    """Lines of one block that one pattern matched, awaiting record_batch (built by
     shapes.ShapeRows): their numbers, offsets, ranks and times, where they are in `data`, and
     their captures' spans, the same for all the lines of one shape (`groups`: spans and the
     rows of that shape)."""
@@ -126,12 +132,9 @@ class Batch:
     def t(self, i: int) -> float:
         return float(self.times[i])
 
-    def all_times(self) -> np.ndarray:
-        return self.times
-
     def _columns(self, rows: np.ndarray, start: int, end: int) -> np.ndarray:
         """Bytes start..end of the lines `rows` (of one shape), as a (rows, end - start) array."""
-        return self._text[self.starts[rows][:, None] + np.arange(start, end)]
+        return gather(self._text, self.starts[rows], start, end)
 
     def captures(self, group: int) -> list[str | None]:
         """The text of capture `group` on every line (None where it did not take part). A
@@ -419,8 +422,9 @@ def feed_bulk(
     batch: Batch,
 ) -> None:
     """The series points of a batch: per series, each rank's finite values in line order (a
-    rank's buffer is created at its first finite value, as per line), up to the cap."""
-    n = len(batch.numbers)
+    rank's buffer is created at its first finite value, as per line), those a thinned buffer
+    keeps (SeriesBuffer.keeps)."""
+    n = len(batch)
     distinct, codes = batch.distinct, batch.codes
     ranks = [series_key(rank, batch.file) for rank in distinct]
     numbers = np.asarray(batch.numbers, dtype=np.float64)
@@ -429,7 +433,7 @@ def feed_bulk(
     by_rank = np.argsort(
         codes.astype(np.int16) if len(distinct) < 1 << 15 else codes, kind="stable"
     )
-    times = batch.all_times()
+    times = batch.times
     for series, value_name, index_name in feeds:
         values = column_numbers(columns, value_name, n)
         keep = np.isfinite(values)
