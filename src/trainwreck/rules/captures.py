@@ -70,9 +70,6 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
         values = columns.get(capture)
         if values is None:
             continue
-        if isinstance(values, np.ndarray):  # numbers on every line (numeric_captures)
-            columns[capture] = _convert_array(values, factor_, unit_capture, default, columns)
-            continue
         if unit_capture is not None:
             units = columns.get(unit_capture) or [None] * n
             alike = set(units)
@@ -80,6 +77,14 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
                 unit_text = next(iter(alike)) or default
                 factor_ = unit_factor_cached(unit_text) if unit_text else None
                 unit_capture = None
+        if isinstance(values, np.ndarray):  # numbers on every line (numeric_captures)
+            if unit_capture is None and factor_ is None:
+                columns[capture] = np.full(len(values), math.nan)
+                continue
+            if unit_capture is None and factor_ != 0.0:
+                columns[capture] = values * factor_
+                continue
+            values = values.tolist()  # several units, or "string": line by line below
         if unit_capture is not None:
             out: list[Any] = []
             for value, unit in zip(values, units, strict=True):
@@ -123,34 +128,6 @@ def numeric_captures(uses: list[tuple[Plan, Collection[str]]], names: Iterable[s
         mentioned = {capture for capture, *_ in plan} | {unit for _, _, unit, _ in plan if unit}
         found &= numeric | (found - mentioned - set(kept))
     return found
-
-
-def _convert_array(
-    values: np.ndarray,
-    factor_: float | None,
-    unit_capture: str | None,
-    default: Any,
-    columns: dict[str, Any],
-) -> Any:
-    """convert_columns for a capture read as numbers on every line: the same products."""
-    if unit_capture is not None:
-        units = columns.get(unit_capture) or [None] * len(values)
-        alike = set(units)
-        if len(alike) != 1:
-            # several units: as line by line (values are floats already)
-            out = []
-            for value, unit in zip(values.tolist(), units, strict=True):
-                unit_text = unit or default
-                found = unit_factor_cached(unit_text) if unit_text else None
-                out.append(math.nan if found is None else value if found == 0.0 else value * found)
-            return out
-        unit_text = next(iter(alike)) or default
-        factor_ = unit_factor_cached(unit_text) if unit_text else None
-        if factor_ == 0.0:
-            return values.tolist()  # a unit capture saying "string": the value as it was
-    if factor_ is None:
-        return np.full(len(values), math.nan)
-    return values * factor_
 
 
 def column_numbers(columns: dict[str, list[Any]], name: str, n: int) -> np.ndarray:

@@ -78,7 +78,7 @@ class SeriesBuffer:
     ) -> None:
         self.offered += 1
         sample = 1.0
-        if self.stride > 1:
+        if self.stride > 1:  # (as keeps, for one point)
             key = index if math.isfinite(index) else line
             sample = 1.0 if math.floor(key) % self.stride == 0 else 0.0
             if not sample and not (
@@ -96,10 +96,10 @@ class SeriesBuffer:
         sample points (None: all): add, for many points at once."""
         if self.stride == 1:
             return None, None
-        whole = np.floor(np.where(np.isfinite(index), index, lines)).astype(np.int64)
-        sample = (whole & (self.stride - 1)) == 0
+        keys = _grid_keys(index, lines)
+        sample = (keys & (self.stride - 1)) == 0
         outlier = np.abs(values - self.center) > self.OUTLIER_MADS * self.spread
-        outlier &= (whole & (self.outlier_stride - 1)) == 0
+        outlier &= (keys & (self.outlier_stride - 1)) == 0
         keep = sample | outlier
         return keep, sample[keep]
 
@@ -178,11 +178,15 @@ class SeriesBuffer:
         )
 
 
+def _grid_keys(index: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """Where points sit on the thinning grid: the whole number at or below their index, or
+    their line number when the index is not a number (SeriesBuffer.add, scalar)."""
+    return np.floor(np.where(np.isfinite(index), index, lines)).astype(np.int64)
+
+
 def _on_grid(table: np.ndarray, stride: int) -> np.ndarray:
-    """Rows whose index (or, without one, line number) is a multiple of `stride` (a power of
-    two: the low bits of the whole number at or below the index are zero)."""
-    keys = np.where(np.isfinite(table[:, 1]), table[:, 1], table[:, 4])
-    return (np.floor(keys).astype(np.int64) & (stride - 1)) == 0
+    """Rows on the grid of `stride` (a power of two: the low bits of their key are zero)."""
+    return (_grid_keys(table[:, 1], table[:, 4]) & (stride - 1)) == 0
 
 
 def _regrid(table: np.ndarray, stride: int, outlier_stride: int) -> np.ndarray:
