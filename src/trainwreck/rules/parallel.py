@@ -70,6 +70,18 @@ def scan_parallel(
     engine.shapes.prepare()
     budget = engine.series_budget
     engine.series_budget = budget // workers  # (the workers' copy: they fork from here)
+    try:
+        _scan_in_pool(engine, inputs, workers, result, budget)
+    finally:
+        engine.series_budget = budget
+        _WORKER_ENGINE = None
+
+
+def _scan_in_pool(
+    engine: Engine, inputs: list[tuple[str, Any]], workers: int, result: ScanResult, budget: int
+) -> None:
+    """Submit every file (or its parts) to forked workers and merge what they find in input
+    order, keeping the series within `budget`."""
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         tasks: list[tuple[str, list[Any]]] = []
@@ -101,8 +113,6 @@ def scan_parallel(
                     break
                 merge(result, part, continues=index > 0)
                 thin_series(result.runs, budget)
-    engine.series_budget = budget
-    _WORKER_ENGINE = None
 
 
 def plan_parts(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-BLOCK = 2 << 20  # bytes read at a time (a busy block costs about 20 times its size while read)
+BLOCK = 2 << 20  # bytes read at a time (a busy block takes about ten times its size while read)
 MAX_LINE = 64 << 10  # a line is cut at this length
 EVIDENCE_TEXT = 400  # characters of a line kept as evidence
 
