@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trainwreck.errors import CommandUsageError
 from trainwreck.knowledge import KnowledgeBase
+from trainwreck.knowledge.checked import checked_problems
 from trainwreck.knowledge.links import entry_side_problems
 from trainwreck.knowledge.relations import RECIPROCAL
 from trainwreck.markup import markup_problems, notebook_markup_problems, url_problem
@@ -147,6 +148,7 @@ def entry_problems(entry: Entry, root: Path) -> list[Problem]:
     problems.extend(reference_problems(document))
     problems.extend(quick_answer_problems(document))
     problems.extend(markup_problems(document))
+    problems.extend(checked_problems(entry, root))
     return problems
 
 

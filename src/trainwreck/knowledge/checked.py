@@ -1,0 +1,83 @@
+"""An entry's `checked` block: what its facts were checked against, and whether it still holds.
+
+The block records a claim-by-claim check by someone who did not write the entry (the method and
+the ledger format are in docs/audits.md). It carries the digest of the entry's content at the time
+of the check, so an entry edited afterwards is told apart from one that was checked as it stands,
+offline and without git history. The digest leaves out the fields an audit itself changes
+(`checked`, `status`, `updated`), so recording the check does not invalidate it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from trainwreck.model import Entry, Problem
+
+# Fields the digest leaves out: the audit writes them.
+UNDIGESTED = ("checked", "status", "updated")
+DIGEST_LENGTH = 12
+
+
+def content_digest(data: dict[str, Any]) -> str:
+    """A stable digest of the entry's content: canonical JSON of every field but UNDIGESTED."""
+    content = {key: value for key, value in data.items() if key not in UNDIGESTED}
+    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_LENGTH]
+
+
+def is_current(entry: Entry) -> bool:
+    """The entry has a `checked` block whose digest matches its content as it stands."""
+    checked = entry.data.get("checked")
+    return isinstance(checked, dict) and checked.get("digest") == content_digest(entry.data)
+
+
+def checked_problems(entry: Entry, root: Path) -> list[Problem]:
+    """A ledger that is missing, totals that do not add up, and warnings for a check that no
+    longer describes the entry or a status it does not support. (The block's shape is the
+    schema's business.)"""
+    document = entry.document
+    checked = entry.data.get("checked")
+    status = entry.data.get("status")
+    digest = content_digest(entry.data)
+    if not isinstance(checked, dict):
+        if status in ("reviewed", "verified"):
+            return [
+                document.problem(
+                    ("status",),
+                    f"status '{status}' needs a checked block (an independent claim-by-claim "
+                    "check, docs/audits.md)",
+                    severity="warning",
+                )
+            ]
+        return []
+    problems = []
+    ledger = checked.get("ledger")
+    if isinstance(ledger, str) and not (root / ledger).is_file():
+        problems.append(document.problem(("checked", "ledger"), f"no ledger file {ledger}"))
+    recorded = checked.get("digest")
+    if isinstance(recorded, str) and recorded != digest:
+        problems.append(
+            document.problem(
+                ("checked", "digest"),
+                f"the entry changed after it was checked on {checked.get('date', '?')}: "
+                f"check the changed claims again, then set digest: {digest}",
+                severity="warning",
+            )
+        )
+    claims = checked.get("claims")
+    if isinstance(claims, dict) and all(
+        isinstance(claims.get(k), int) for k in ("checked", "held", "corrected", "unconfirmed")
+    ):
+        total = claims["held"] + claims["corrected"] + claims["unconfirmed"]
+        if total != claims["checked"]:
+            problems.append(
+                document.problem(
+                    ("checked", "claims"),
+                    f"held + corrected + unconfirmed is {total}, not the {claims['checked']} "
+                    "claims checked",
+                )
+            )
+    return problems
