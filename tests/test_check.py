@@ -196,5 +196,5 @@ def test_repository_entries_are_clean() -> None:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "trainwreck", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "trainwreck", *args], capture_output=True, text=True, timeout=600
     )
