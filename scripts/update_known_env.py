@@ -66,7 +66,7 @@ def main(repo: str) -> None:
         '  how: NCCL_PARAM(Name, "SUFFIX", ...), DEFINE_NCCL_PARAM(..., NCCL_X, ...) and "NCCL_X" '
         "string literals under src/ at each release tag (scripts/update_known_env.py)"
     )
-    print(f"  tags: {tags[0]} to {tags[-1]} ({len(tags)} release tags)")
+    print(f"  tags: {tags[0]} to {tags[-1]}, {len(tags)} release tags")
     print("  variables:")
     for name in sorted(first):
         print(f"    {name}: {first[name]} to {last[name]}")

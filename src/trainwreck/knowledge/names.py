@@ -221,7 +221,9 @@ class _Judge:
             variables = known.get("variables") or {}
             if c.name in variables:
                 return None
-            looked.append(f"{known.get('library', name)} ({known.get('tags', 'known_env.yaml')})")
+            looked.append(
+                f"{known.get('library', name)} ({known.get('tags', '?')}; known_env.yaml)"
+            )
         for root in roots:
             lib = libraries.library(root)
             if lib.version is None:
