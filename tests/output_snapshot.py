@@ -73,8 +73,15 @@ def _explained(path: str, rule_id: str) -> dict[str, str]:
     return {"json": json.dumps(plain, indent=2), "text": ex.format_text(data)}
 
 
-def normalise(text: str) -> str:
-    text = text.replace(str(ROOT), "<ROOT>")
+def normalise(value: Any) -> Any:
+    """`value` with every string in it normalised (the outputs hold JSON documents as text)."""
+    if isinstance(value, dict):
+        return {key: normalise(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [normalise(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    text = value.replace(str(ROOT), "<ROOT>")
     text = re.sub(r'"seconds": [0-9.e+-]+', '"seconds": 0', text)
     # the text report's head line: "... 1.2 MB, 0.34 s, 87 rules"
     return re.sub(r"(MB), [0-9.]+ s, ", r"\1, <T> s, ", text)
@@ -101,7 +108,7 @@ def snapshot_of(path: str) -> dict[str, Any]:
     own = sorted(r["id"] for r in rule_set.rules if entry is not None and r["entry"] == entry)
     explained = sorted(set(own) | set(fired)) or sorted(r["id"] for r in rule_set.rules)[:1]
     out["explain"] = {rule_id: _explained(path, rule_id) for rule_id in explained}
-    return json.loads(normalise(json.dumps(out)))
+    return normalise(out)  # type: ignore[no-any-return]
 
 
 def _name(path: str) -> str:
@@ -141,19 +148,27 @@ def compare(before: Path, after: Path) -> int:
             print(f"only in {'after' if b.is_file() else 'before'}: {name}")
             differing += 1
             continue
-        old, new = json.loads(a.read_text()), json.loads(b.read_text())
+        old, new = normalise(json.loads(a.read_text())), normalise(json.loads(b.read_text()))
         if old == new:
             continue
         differing += 1
         print(f"differs: {old['input']}")
         for key in sorted(set(old) | set(new)):
             if old.get(key) != new.get(key):
-                left = json.dumps(old.get(key), indent=1, sort_keys=True).splitlines()
-                right = json.dumps(new.get(key), indent=1, sort_keys=True).splitlines()
+                left, right = _lines(old.get(key)), _lines(new.get(key))
                 diff = list(difflib.unified_diff(left, right, key, key, lineterm="", n=1))
                 print("\n".join(diff[:40]))
     print(f"{len(names)} inputs compared, {differing} differ")
     return 1 if differing else 0
+
+
+def _lines(value: Any) -> list[str]:
+    """An output as lines to diff: a text as its own lines, anything else as indented JSON."""
+    if isinstance(value, str):
+        return value.splitlines()
+    if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
+        return [f"{k}/{f}: {line}" for k, v in value.items() for f in v for line in _lines(v[f])]
+    return json.dumps(value, indent=1, sort_keys=True).splitlines()
 
 
 def main() -> int:
