@@ -36,8 +36,8 @@ def peak_mb() -> float:
 
 
 def bench_ranks(count: int) -> None:
+    from trainwreck.compile.packs import resolve
     from trainwreck.diagnose import diagnose
-    from trainwreck.rules.bundle import resolve
 
     rules = resolve(ROOT, None, use_installed=False)
     with tempfile.TemporaryDirectory() as folder:

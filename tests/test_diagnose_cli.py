@@ -426,7 +426,7 @@ def test_json_output_is_stable_and_strict():
 def test_a_malformed_rule_in_a_bundle_is_skipped_not_fatal(tmp_path):
     import shutil
 
-    from trainwreck.rules.bundle import compile_folder
+    from trainwreck.compile.packs import compile_folder
 
     bundle, _ = compile_folder(ROOT, cache=False)
     data = dict(bundle.data)

@@ -18,9 +18,8 @@ import pytest
 from tests.test_compile_cli import make_repo
 from trainwreck import diagnose as dg
 from trainwreck.cli import main
-from trainwreck.rules import engine as eng
-from trainwreck.rules import reading, state
-from trainwreck.rules.bundle import RuleSet, resolve
+from trainwreck.compile.packs import RuleSet, resolve
+from trainwreck.engine import reading, state
 
 REPO = Path(__file__).resolve().parents[1]
 OOM = (
@@ -175,7 +174,7 @@ def test_special_files_in_a_folder_are_skipped_with_a_message(tmp_path: Path) ->
 
 def test_lone_carriage_returns_end_lines(tmp_path: Path, rules: RuleSet) -> None:
     bar = "".join(f"epoch 1: {i:3d}%|{'#' * (i // 5):20s}| {i}/100\r" for i in range(100)) * 40
-    assert len(bar) > eng.MAX_LINE  # one 'line' on main: cut at 64 KiB before the OOM
+    assert len(bar) > reading.MAX_LINE  # one 'line' on main: cut at 64 KiB before the OOM
     path = tmp_path / "rank3.log"
     path.write_bytes((bar + f"[rank3]: {OOM}\rmore progress\r\n").encode())
     report = dg.diagnose([str(path)], rule_set=rules)

@@ -1,4 +1,4 @@
-"""rules/reading.py's side readers: the head of a log (plain or gzip, up to damage) for
+"""engine/reading.py's side readers: the head of a log (plain or gzip, up to damage) for
 suggestions and explain's near misses, and one line at a byte offset for detector evidence."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from trainwreck.engine.reading import read_head, read_line_at
 from trainwreck.explain import _near_misses
-from trainwreck.rules.reading import read_head, read_line_at
 
 LINES = b"".join(b"line %d of a training log\n" % i for i in range(5000))
 

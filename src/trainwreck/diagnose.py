@@ -23,13 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trainwreck import engine as eng
 from trainwreck import errors
+from trainwreck.compile.bundle import BundleError
+from trainwreck.compile.packs import RuleSet, resolve
+from trainwreck.engine.detectors import rank_sort_key
+from trainwreck.engine.reading import evidence_text
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding
 from trainwreck.knowledge import KnowledgeBase, relations
-from trainwreck.rules import engine as eng
-from trainwreck.rules.bundle import BundleError, RuleSet, resolve
-from trainwreck.rules.detectors import rank_sort_key
 
 FORMATS = ("text", "json", "markdown")
 
@@ -413,7 +415,7 @@ def _suggestions(
     """Closest entries by text similarity, only when no rule fired and the log has error lines."""
     if findings or not rule_set.text_index:
         return []
-    from trainwreck.rules import suggest
+    from trainwreck.engine import suggest
 
     lines = suggest.error_lines(inputs)
     if not lines:
@@ -488,7 +490,7 @@ def format_text(report: Report) -> str:
         ]
         for item in report.suggestions:
             lines.append(f"  {item['entry']}  similarity {_pct(item['score'])}")
-            lines.append(f"      {eng.evidence_text(item['line'].encode('utf-8', 'replace'))}")
+            lines.append(f"      {evidence_text(item['line'].encode('utf-8', 'replace'))}")
     for finding in report.findings:
         lines.append("")
         lines.append(

@@ -39,10 +39,10 @@ def explain(
     checkout's knowledge base when the caller has it."""
     import numpy as np
 
+    from trainwreck import engine as eng
+    from trainwreck.compile.packs import resolve
     from trainwreck.diagnose import expand_inputs
     from trainwreck.rules import condition as cond
-    from trainwreck.rules import engine as eng
-    from trainwreck.rules.bundle import resolve
 
     # A BundleError is a UsageError: an unreadable --rules bundle is reported as such.
     rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
@@ -139,8 +139,9 @@ def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, 
     match: where a new wording of the same message usually hides."""
     import re2
 
-    from trainwreck.rules import prefixes, regexes
-    from trainwreck.rules.reading import read_head
+    from trainwreck.engine import prefixes
+    from trainwreck.engine.reading import read_head
+    from trainwreck.rules import regexes
 
     options, ignore_case = regexes.literal_options(pattern)
     if not options:
@@ -253,7 +254,7 @@ def format_text(data: dict[str, Any]) -> str:
 
 
 def _shown(text: str) -> str:
-    from trainwreck.rules.engine import evidence_text
+    from trainwreck.engine.reading import evidence_text
 
     return evidence_text(text.encode("utf-8", "replace"))[:200]
 

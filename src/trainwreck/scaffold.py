@@ -387,7 +387,7 @@ jobs:
 def pack_files(name: str) -> dict[str, str]:
     """The files of a new rule-pack repository, by path relative to it."""
     from trainwreck import __version__
-    from trainwreck.rules.wheel import normalise
+    from trainwreck.compile.wheel import normalise
 
     module = normalise(name)
     return {

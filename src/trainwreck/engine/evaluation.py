@@ -9,11 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.rules import condition as cond
-from trainwreck.rules import detectors as det
-from trainwreck.rules.reading import evidence_text, is_path, read_line_at
-from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
-from trainwreck.rules.state import (
+from trainwreck.engine import detectors as det
+from trainwreck.engine.reading import evidence_text, is_path, read_line_at
+from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
     Evidence,
@@ -22,6 +20,8 @@ from trainwreck.rules.state import (
     ScanResult,
     UnrankedFile,
 )
+from trainwreck.rules import condition as cond
+from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
 from trainwreck.rules.units import to_number
 
 
@@ -129,6 +129,7 @@ def _run_detectors(
     for name in rule["detector_order"]:
         spec = rule["detectors"][name]
         detector = DETECTORS[spec["kind"]]
+        function = det.FUNCTIONS[spec["kind"]]
         if detector.inputs == EVENTS:
             tables = []
             for role in detector.references:
@@ -137,16 +138,16 @@ def _run_detectors(
                     tables.append(matcher_events(run.matchers[part]))
                 else:
                     tables.append(det.events_table(results[part].events))
-            result, hits = detector.run(*tables, spec)
+            result, hits = function(*tables, spec)
             cooccur_hits[name] = (tables[0], hits)
         else:
             buffers = run.series.get(spec["series"], {})
             series = {rank: buffer.points() for rank, buffer in buffers.items()}
             if detector.inputs == SERIES_PAIR:
                 other = {rank: b.points() for rank, b in run.series.get(spec["with"], {}).items()}
-                result = detector.run(series, other, spec)
+                result = function(series, other, spec)
             else:
-                result = detector.run(series, spec)
+                result = function(series, spec)
             thinned = [b for b in buffers.values() if b.thinned]
             if thinned:
                 held = sum(b.count for b in thinned)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainwreck import engine as eng
 from trainwreck.model import Document, Problem
-from trainwreck.rules import engine as eng
 
 
 class NoVerdict(Exception):

@@ -8,7 +8,7 @@ point events (for cooccur and for evidence).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -547,3 +547,17 @@ def _trailing_median(values: np.ndarray, window: int, history: int) -> np.ndarra
                 view[start : start + chunk], axis=1
             )
     return base
+
+
+# The function of every kind of detector in rules/registry.py (tests/test_rules_registry.py keeps
+# the two tables alike). SERIES kinds take (series, settings), SERIES_PAIR kinds (series, other,
+# settings), EVENTS kinds (table_a, table_b, settings) and also return the hit mask of table_a.
+FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "periodic_stalls": periodic_stalls,
+    "drift": drift,
+    "rank_outlier": rank_outlier,
+    "threshold": threshold,
+    "cooccur": cooccur,
+    "correlation": correlation,
+    "jump": jump,
+}

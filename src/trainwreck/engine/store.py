@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.rules import state as st
-from trainwreck.rules.captures import (
+from trainwreck.engine import state as st
+from trainwreck.engine.captures import (
     Plan,
     column_numbers,
     convert,
@@ -17,9 +17,9 @@ from trainwreck.rules.captures import (
     number,
     numeric_captures,
 )
-from trainwreck.rules.lineinfo import DIGIT_MASK, parse_time, rank_number
-from trainwreck.rules.reading import evidence_text
-from trainwreck.rules.state import (
+from trainwreck.engine.lineinfo import DIGIT_MASK, parse_time, rank_number
+from trainwreck.engine.reading import evidence_text
+from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
     Evidence,

@@ -197,8 +197,8 @@ def error_lines(
 ) -> list[tuple[str, int, str]]:
     """Error-like lines of the logs (files only; stdin was consumed by the scan), read through
     the paste-shape layer, with their file and line number."""
-    from trainwreck.rules import prefixes
-    from trainwreck.rules.reading import head_blocks
+    from trainwreck.engine import prefixes
+    from trainwreck.engine.reading import head_blocks
 
     found: list[tuple[str, int, str]] = []
     search = _error_pattern().search

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.rules import detectors as det
-from trainwreck.rules.captures import Plan, plan_of
-from trainwreck.rules.reading import Skipped
+from trainwreck.engine import detectors as det
+from trainwreck.engine.captures import Plan, plan_of
+from trainwreck.engine.reading import Skipped
 from trainwreck.rules.registry import DETECTORS, EVENTS
 
 MAX_EVIDENCE_PER_MATCHER = 24

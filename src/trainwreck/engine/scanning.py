@@ -22,22 +22,21 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
-import re2
 
-from trainwreck.rules import parallel, patterns, prefixes
-from trainwreck.rules import state as st
-from trainwreck.rules.captures import Plan, convert, named
-from trainwreck.rules.captures import number as to_float
-from trainwreck.rules.lineinfo import (
+from trainwreck.engine import parallel, patterns, prefixes
+from trainwreck.engine import state as st
+from trainwreck.engine.captures import Plan, convert, named
+from trainwreck.engine.captures import number as to_float
+from trainwreck.engine.lineinfo import (
     INLINE_RANK,
     SAMPLE_PREFIX,
     rank_from_path,
     rank_number,
     split_prefix,
 )
-from trainwreck.rules.patterns import PatternUse
-from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
-from trainwreck.rules.shapes import (
+from trainwreck.engine.patterns import PatternUse
+from trainwreck.engine.reading import MAX_LINE, ByteRange, open_input, read_blocks
+from trainwreck.engine.shapes import (
     GENERAL,
     JSON,
     MASK,
@@ -48,11 +47,11 @@ from trainwreck.rules.shapes import (
     ShapeBook,
     ShapeRows,
 )
-from trainwreck.rules.state import RuleRun, ScanResult, Skipped
-from trainwreck.rules.store import Line, pattern_hit, record_batch, store
-from trainwreck.rules.store import record as record_match
+from trainwreck.engine.state import RuleRun, ScanResult, Skipped
+from trainwreck.engine.store import Line, pattern_hit, record_batch, store
+from trainwreck.engine.store import record as record_match
+from trainwreck.rules.regex_internals import UNANCHORED
 
-_U = re2._re2.RE2.Anchor.UNANCHORED
 # Candidate lines in a block after which the rest of it is read through line shapes (shapes.py,
 # Engine._scan_shapes): working out a few shapes then pays for itself.
 BLOCK_SET_AFTER = 2000
@@ -193,7 +192,7 @@ class Engine:
                     match = prefilter.Match
                     candidates = 0
                     while pos < end:
-                        start = match(_U, block, pos, end)[0][0]
+                        start = match(UNANCHORED, block, pos, end)[0][0]
                         if start < 0:
                             break
                         line_start = block.rfind(b"\n", 0, start) + 1
@@ -369,7 +368,7 @@ class Engine:
                 offset = pos + int(starts[stop])
                 # A JSON record the prefilter skips matches nothing.
                 if shapes[stop] is not JSON or (
-                    self.prefilter.Match(_U, block, offset, offset + len(raw))[0][0] >= 0
+                    self.prefilter.Match(UNANCHORED, block, offset, offset + len(raw))[0][0] >= 0
                 ):
                     self._line(raw, line_no + stop, base + offset, file_id, file_rank, runs, result)
             segment = stop + 1
@@ -395,7 +394,7 @@ class Engine:
         end = len(block)
         counted = pos
         while pos < end:
-            start = match(_U, block, pos, end)[0][0]
+            start = match(UNANCHORED, block, pos, end)[0][0]
             if start < 0:
                 return
             line_start = block.rfind(b"\n", 0, start) + 1
@@ -480,7 +479,7 @@ class Engine:
         """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
         if not user.groups:
             return {}
-        spans = user.regex.Match(_U, body, 0, len(body))
+        spans = user.regex.Match(UNANCHORED, body, 0, len(body))
         if spans[0][0] < 0:
             return None
         return named(user.groups, body, spans)
