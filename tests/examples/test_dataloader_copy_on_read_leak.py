@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.examples.harness import example, inside, run
+from tests.examples.harness import example, run
 
 ENTRY = "dataloader-copy-on-read-leak"
 

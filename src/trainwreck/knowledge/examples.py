@@ -34,7 +34,8 @@ LOCATION = re.compile(
 )
 
 
-def test_file(root: Path, entry_id: str) -> Path:
+def example_tests_path(root: Path, entry_id: str) -> Path:
+    """tests/examples/test_<entry_id>.py, where the tests of an entry's examples live."""
     return root / EXAMPLE_TESTS / f"test_{entry_id.replace('-', '_')}.py"
 
 
@@ -97,9 +98,9 @@ def example_problems(entries: Iterable[Entry], root: Path) -> list[Problem]:
                     )
             if block.runs == "cpu":
                 if covered is None:
-                    covered = covered_locations(test_file(root, entry.id))
+                    covered = covered_locations(example_tests_path(root, entry.id))
                 if location(block) not in covered:
-                    test = test_file(root, entry.id).relative_to(root)
+                    test = example_tests_path(root, entry.id).relative_to(root)
                     problems.append(
                         entry.document.problem(
                             (*block.path[:-1], "runs"),

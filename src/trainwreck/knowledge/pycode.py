@@ -34,6 +34,7 @@ LIBRARY_ROOTS = frozenset(
         "safetensors",
         "tokenizers",
         "torch",
+        "trainwreck",  # the probe API that entries show
         "torchdata",
         "torchtitan",
         "torchvision",
