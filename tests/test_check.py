@@ -22,6 +22,13 @@ EXPECTED: dict[str, list[tuple[int, int, str]]] = {
     "attr-list-symptom": [
         (14, 10, "symptoms[0].why: an attribute list '{: onclick=\"alert(1)\" }' is not allowed")
     ],
+    # a browser reads "\\" as "/" in an http(s) URL: "/\\host" and "\\/host" leave the site
+    "backslash-host-image": [
+        (8, 10, "summary: a link to another host written as '/\\' (a browser reads '\\' as '/')")
+    ],
+    "backslash-host-link": [
+        (9, 12, "mechanism: a link to another host written as '\\/' (a browser reads '\\' as '/')")
+    ],
     "bad-date": [(50, 10, "created: '30/11/2026' is not a 'date'")],
     "bad-fence-language": [
         (36, 15, "code_examples[0].language: 'bash {onclick=alert(1)}' is not a language name")
