@@ -42,13 +42,15 @@ assert args.train_sampling_strategy == "batch_rebalance"
 batch = collator([{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}])
 assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9]]          # no padding
 assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1]]        # each document restarts
-print(sorted(batch))
+print("packed")
 """
-    for where in ("code_examples[1]", "fix.fallback.steps[0]"):
-        code = example(ENTRY, where)
-        if "collator" not in code:
-            driver_here = "assert args.train_sampling_strategy == 'batch_rebalance'\n"
-        else:
-            driver_here = driver
-        result = run(code + "\n" + driver_here, tmp_path, timeout=300)
-        assert result.returncode == 0, result.output
+    result = run(example(ENTRY, "code_examples[1]") + driver, tmp_path, timeout=300)
+    assert result.returncode == 0, result.output
+    assert "packed" in result.stdout
+
+
+def test_the_fallback_sampling_strategy(tmp_path: Path) -> None:
+    code = example(ENTRY, "fix.fallback.steps[0]")
+    code += '\nassert args.train_sampling_strategy == "batch_rebalance"\nprint("rebalanced")\n'
+    result = run(code, tmp_path, timeout=300)
+    assert result.returncode == 0, result.output
