@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
-from trainwreck.engine.evaluation import order_key
 from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
 from trainwreck.engine.reading import read_blocks, read_head
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
+    FileScan,
     MatcherState,
     ScanResult,
     SeriesBuffer,
-    Skipped,
     thin_series,
 )
+from trainwreck.findings import Skipped
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
@@ -226,12 +226,12 @@ def _scan_one(
     assert engine is not None
     runs = engine.new_runs()
     result = ScanResult(runs, [], [], set(), 0, 0)
-    file_rank = rank_from_path(display)
-    if file_rank is not None:
-        result.ranks_seen.add(file_rank)
+    scan = FileScan(file_id, display, rank_from_path(display), runs, result)
+    if scan.rank is not None:
+        result.ranks_seen.add(scan.rank)
     part = (start, end, line) if end >= 0 else None
     try:
-        engine._scan_file(source, display, file_id, file_rank, runs, result, part)
+        engine._scan_file(source, scan, part)
     except MemoryError:
         result.skipped.append(Skipped(display, "out of memory while reading; the rest was skipped"))
     return Part(
@@ -263,7 +263,7 @@ def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
             )
             for rank, key in found.first.items():
                 if rank not in state.first or (
-                    not continues and order_key(key) < order_key(state.first[rank])
+                    not continues and key.order() < state.first[rank].order()
                 ):
                     state.first[rank] = key
             for column, values in found.columns.items():
