@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainwreck.sanitize import REPORT_ESCAPES
+
 BLOCK = 2 << 20  # bytes read at a time (a busy block takes about ten times its size while read)
 MAX_LINE = 64 << 10  # a line is cut at this length
 EVIDENCE_TEXT = 400  # characters of a line kept as evidence
@@ -160,13 +162,11 @@ class GzipStream:
 
 # Evidence is printed to terminals: control characters from a log (NUL, ANSI escapes) are shown
 # as visible escapes instead of being replayed.
-_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
-
-
 def evidence_text(raw: bytes) -> str:
-    """A log line as evidence: decoded leniently, bounded, control characters made visible."""
+    """A log line as evidence: decoded leniently, bounded, control and bidirectional characters
+    made visible as reports show them (sanitize.REPORT_ESCAPES)."""
     text = raw[: EVIDENCE_TEXT * 4].decode("utf-8", "replace").rstrip("\r\n")
-    return text.translate(_CONTROL_ESCAPES)[:EVIDENCE_TEXT]
+    return text.translate(REPORT_ESCAPES)[:EVIDENCE_TEXT]
 
 
 def looks_binary(head: bytes) -> bool:
