@@ -44,8 +44,8 @@ def peak_mb() -> float:
 
 
 def bench_ranks(count: int) -> None:
+    from trainwreck.compile.packs import resolve
     from trainwreck.diagnose import diagnose
-    from trainwreck.rules.bundle import resolve
 
     rules = resolve(ROOT, None, use_installed=False)
     with tempfile.TemporaryDirectory() as folder:
@@ -61,7 +61,7 @@ def bench_ranks(count: int) -> None:
     print(f"{count:,} distinct ranks, {size:.1f} MB: {elapsed:.1f} s")
     print(f"peak RSS {peak_mb():.0f} MB (rules loaded: {base:.0f} MB)")
     for item in report.skipped:
-        print(f"skipped: {item['reason']}")
+        print(f"skipped: {item.reason}")
     print(f"findings: {report.entries or 'none'}")
 
 

@@ -18,10 +18,11 @@ import pytest
 
 from tests.test_compile_cli import make_repo
 from trainwreck import diagnose as dg
+from trainwreck import engine as eng
+from trainwreck import formats
 from trainwreck.cli import main
-from trainwreck.rules import engine as eng
-from trainwreck.rules import reading, state
-from trainwreck.rules.bundle import RuleSet, resolve
+from trainwreck.compile.packs import RuleSet, resolve
+from trainwreck.engine import reading, state
 
 REPO = Path(__file__).resolve().parents[1]
 OOM = (
@@ -112,9 +113,9 @@ def test_damaged_gzip_keeps_every_byte_decoded_before_the_damage(
     path = tmp_path / "rank3.log.gz"
     path.write_bytes(data)
     report = dg.diagnose([str(path)], rule_set=rules)
-    assert report.stats["lines"] == len(lines)
+    assert report.stats.lines == len(lines)
     assert "cuda-oom-capacity" in report.entries
-    reasons = " ".join(s["reason"] for s in report.skipped)
+    reasons = " ".join(s.reason for s in report.skipped)
     expected = {"trailing-garbage": "trailing garbage", "crc": "CRC", "truncated": "truncated"}
     assert expected[damage] in reasons, report.skipped
 
@@ -123,7 +124,7 @@ def test_concatenated_gzip_members_are_all_read(tmp_path: Path, rules: RuleSet) 
     path = tmp_path / "rank3.log.gz"
     path.write_bytes(gzip.compress(b"first member\n") + gzip.compress(f"[rank3]: {OOM}\n".encode()))
     report = dg.diagnose([str(path)], rule_set=rules)
-    assert report.stats["lines"] == 2 and report.skipped == []
+    assert report.stats.lines == 2 and report.skipped == []
     assert "cuda-oom-capacity" in report.entries
 
 
@@ -176,7 +177,7 @@ def test_special_files_in_a_folder_are_skipped_with_a_message(tmp_path: Path) ->
 
 def test_lone_carriage_returns_end_lines(tmp_path: Path, rules: RuleSet) -> None:
     bar = "".join(f"epoch 1: {i:3d}%|{'#' * (i // 5):20s}| {i}/100\r" for i in range(100)) * 40
-    assert len(bar) > eng.MAX_LINE  # one 'line' on main: cut at 64 KiB before the OOM
+    assert len(bar) > reading.MAX_LINE  # one 'line' on main: cut at 64 KiB before the OOM
     path = tmp_path / "rank3.log"
     path.write_bytes((bar + f"[rank3]: {OOM}\rmore progress\r\n").encode())
     report = dg.diagnose([str(path)], rule_set=rules)
@@ -184,7 +185,7 @@ def test_lone_carriage_returns_end_lines(tmp_path: Path, rules: RuleSet) -> None
     evidence = report.findings[0].evidence[0]
     assert evidence.line == 4001
     assert evidence.text.startswith("[rank3]: torch.OutOfMemoryError")
-    assert report.stats["lines"] == 4002
+    assert report.stats.lines == 4002
     assert report.skipped == []
 
 
@@ -192,7 +193,7 @@ def test_crlf_line_ends_still_count_once(tmp_path: Path, rules: RuleSet) -> None
     path = tmp_path / "rank3.log"
     path.write_bytes(b"a\r\nb\r\n" + f"[rank3]: {OOM}\r\n".encode())
     report = dg.diagnose([str(path)], rule_set=rules)
-    assert report.stats["lines"] == 3
+    assert report.stats.lines == 3
     assert report.findings[0].evidence[0].line == 3
 
 
@@ -210,7 +211,7 @@ def test_distinct_ranks_are_capped_and_the_cap_is_reported(
     report = dg.diagnose([str(path)], rule_set=demo)
     assert report.entries == ["demo-failure"]
     assert list(report.findings[0].ranks) == list(range(1000))
-    capped = [s for s in report.skipped if "distinct ranks" in s["reason"]]
+    capped = [s.to_json() for s in report.skipped if "distinct ranks" in s.reason]
     assert capped == [
         {
             "file": str(path),
@@ -321,7 +322,7 @@ def test_jobs_are_capped_at_the_usable_cpus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # --jobs 3000 on 3,000 small files forked 1,558 processes on 2 cores before the cap.
-    from trainwreck.rules import parallel
+    from trainwreck.engine import parallel
 
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
     inputs = [(f"{i}.log", str(oom_log(tmp_path, f"{i}.log"))) for i in range(10)]
@@ -340,7 +341,7 @@ def test_many_small_files_go_to_the_workers_in_batches(
     was 4x slower than serial on 3,000 one-line files): consecutive files share a task, and the
     result is the serial one."""
     from tests.test_diagnose_bulk import state_of
-    from trainwreck.rules import parallel
+    from trainwreck.engine import parallel
 
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
     logs = (REPO / "tests" / "logs").rglob("*")
@@ -417,12 +418,12 @@ def test_a_rule_pack_cannot_put_markup_in_the_markdown_report(
     entry["verify"] = ["![v](https://evil.example/v.png)"]
     report = dg.diagnose([str(oom_log(tmp_path))], rule_set=hostile)
     assert "cuda-oom-capacity" in report.entries
-    prose = _outside_code(dg.render(report, "markdown"))
+    prose = _outside_code(formats.render(report, "markdown"))
     assert "<" not in prose and "](" not in prose and "**APPROVED**" not in prose, prose
     assert not any(
         line.lstrip().startswith(("# FAKE", "## fake", "# step")) for line in prose.splitlines()
     )
-    text = dg.render(report, "text")
+    text = formats.render(report, "text")
     assert (
         "\n# FAKE" not in text and "Title <img src=https://evil.example/t.png>\\x0a# FAKE" in text
     )
@@ -454,7 +455,7 @@ def test_report_text_is_one_line_inert_and_idempotent(value: str) -> None:
     for form in ("text", "markdown", "code"):
         shown = report_text(value, form)
         assert "\n" not in shown and "\r" not in shown
-        assert not any(ord(c) < 0x20 and c != "\t" or 0x7F <= ord(c) < 0xA0 for c in shown)
+        assert not any((ord(c) < 0x20 and c != "\t") or 0x7F <= ord(c) < 0xA0 for c in shown)
         assert not any(c in shown for c in "\u202e\u2066\u200f")
     text = report_text(value)
     assert report_text(text) == text

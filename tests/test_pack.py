@@ -13,8 +13,8 @@ import pytest
 from tests.test_compile_cli import make_repo
 from tests.venvs import core_venv, pip_install, trainwreck_wheel
 from trainwreck.cli import main
-from trainwreck.rules.compile import compile_rules
-from trainwreck.rules.wheel import write_wheel
+from trainwreck.compile.command import compile_rules
+from trainwreck.compile.wheel import write_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_ENTRY = ROOT / "tests" / "check_cases" / "base-entry.yaml"

@@ -19,8 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from trainwreck.compile.wheel import name_taken
 from trainwreck.errors import CommandProblem, CommandUsageError, TrainwreckError
-from trainwreck.rules.wheel import name_taken
 
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -388,7 +388,7 @@ jobs:
 def pack_files(name: str) -> dict[str, str]:
     """The files of a new rule-pack repository, by path relative to it."""
     from trainwreck import __version__
-    from trainwreck.rules.wheel import normalise
+    from trainwreck.compile.wheel import normalise
 
     module = normalise(name)
     return {

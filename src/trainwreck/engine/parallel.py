@@ -12,25 +12,26 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
-from trainwreck.rules import regexes
-from trainwreck.rules.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
-from trainwreck.rules.reading import read_blocks, read_head
-from trainwreck.rules.state import (
+from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
+from trainwreck.engine.reading import read_blocks, read_head
+from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
+    FileScan,
     MatcherState,
     ScanResult,
     SeriesBuffer,
-    Skipped,
     thin_series,
 )
+from trainwreck.findings import Skipped
+from trainwreck.rules import regexes
+from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
 if TYPE_CHECKING:
-    from trainwreck.rules.scanning import Engine
+    from trainwreck.engine.scanning import Engine
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, process start-up costs more than it saves
 SPLIT_MIN_BYTES = 64 << 20  # a plain file this large may be scanned in parts
-_U = re2._re2.RE2.Anchor.UNANCHORED
 # The engine of a parallel scan, inherited by the forked workers (compiled RE2 objects do not
 # pickle).
 _WORKER_ENGINE: Engine | None = None
@@ -254,8 +255,8 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
         alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p, _ in starts]
         opts = regexes.options()
         opts.never_capture = True
-        engine._start_filter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
-    return engine._start_filter.Match(_U, tail, 0, len(tail))[0][0] < 0
+        engine._start_filter = raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
+    return engine._start_filter.Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
 
 
 @dataclass
@@ -277,11 +278,11 @@ def _scan_task(task: Task) -> Part:
     runs = engine.new_runs()
     result = ScanResult(runs, [], [], set(), 0, 0)
     for file_id, display, source, part in task:
-        file_rank = rank_from_path(display)
-        if file_rank is not None:
-            result.ranks_seen.add(file_rank)
+        scan = FileScan(file_id, display, rank_from_path(display), runs, result)
+        if scan.rank is not None:
+            result.ranks_seen.add(scan.rank)
         try:
-            engine._scan_file(source, display, file_id, file_rank, runs, result, part)
+            engine._scan_file(source, scan, part)
         except MemoryError:
             result.skipped.append(
                 Skipped(display, "out of memory while reading; the rest was skipped")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck import __version__
-from trainwreck.rules.bundle import ENTRY_POINT_GROUP
+from trainwreck.compile.packs import ENTRY_POINT_GROUP
 
 TOOLKIT = "trainwreck"
 
