@@ -464,3 +464,52 @@ def test_report_text_is_one_line_inert_and_idempotent(value: str) -> None:
     assert code.strip("`").strip(" ").replace("\\|", "|") == text.strip(" ") or not text.strip()
     prose = report_text(value, "markdown")
     assert "<" not in prose and "](" not in prose and "**" not in prose
+
+
+CRASHED = REPO / "tests" / "logs" / "crashed-node"
+
+
+@pytest.mark.parametrize("name", ["nul-tail.log", "torn-last-line.log"])
+def test_a_crashed_nodes_log_is_read_around_its_nul_tail(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 1.10: a log ending in the zero-filled block a crashed node leaves was skipped whole
+    as binary (exit 0), missing its NaN loss and its illegal memory access."""
+    log = CRASHED / name
+    assert cli("--format", "json", str(log)) == dg.EXIT_FINDINGS
+    report = json.loads(capsys.readouterr().out)
+    assert {"nan-loss", "cuda-illegal-memory-access"} <= {f["entry"] for f in report["findings"]}
+    text_end = log.read_bytes().index(b"\x00")
+    nul = len(log.read_bytes()) - text_end
+    assert report["skipped"] == [
+        {
+            "file": str(log),
+            "reason": f"{nul:,} NUL bytes in 1 run were skipped (the first at byte {text_end:,}):"
+            " a zero-filled region, as a crash or power loss leaves",
+        }
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_powershell_log_is_diagnosed(
+    tmp_path: Path, encoding: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 1.5: UTF-16 LE with a BOM (PowerShell 5's `>`) was skipped as binary, exit 0."""
+    log = tmp_path / "rank3.log"
+    log.write_bytes(f"step 1 ok\r\n[rank3]: {OOM}\r\n".encode(encoding))
+    assert cli("--format", "json", str(log)) == dg.EXIT_FINDINGS
+    report = json.loads(capsys.readouterr().out)
+    assert "cuda-oom-capacity" in [f["entry"] for f in report["findings"]]
+    assert report["skipped"] == []
+    evidence = report["findings"][0]["evidence"][0]
+    assert evidence["line"] == 2 and evidence["text"].startswith("[rank3]: torch.OutOfMemoryError")
+
+
+def test_a_fifo_named_with_no_writer_ends_with_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(reading, "SPECIAL_WAIT_S", 0.5)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert cli(str(fifo)) == dg.EXIT_NOTHING_READ
+    assert "no data after 0.5 s" in capsys.readouterr().out
