@@ -61,7 +61,7 @@ def bench_ranks(count: int) -> None:
     print(f"{count:,} distinct ranks, {size:.1f} MB: {elapsed:.1f} s")
     print(f"peak RSS {peak_mb():.0f} MB (rules loaded: {base:.0f} MB)")
     for item in report.skipped:
-        print(f"skipped: {item['reason']}")
+        print(f"skipped: {item.reason}")
     print(f"findings: {report.entries or 'none'}")
 
 

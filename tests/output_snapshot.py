@@ -56,7 +56,7 @@ def _rule_set() -> Any:
 
 def _render(report: Any, fmt: str) -> str:
     try:
-        from trainwreck.renderers import render
+        from trainwreck.formats import render
     except ImportError:
         from trainwreck.diagnose import render  # type: ignore[no-redef]
     return render(report, fmt)  # type: ignore[no-any-return]

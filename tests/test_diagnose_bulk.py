@@ -55,7 +55,11 @@ def state_of(result: eng.ScanResult) -> dict[str, Any]:
                 ],
                 "first": list(state.first.items()),
                 "columns": state.columns,
-                "events": state.events,
+                "events": None
+                if state.events is None
+                else [
+                    (e.rank, e.index, e.t, e.file, e.line, e.value, e.offset) for e in state.events
+                ],
                 "truncated": state.truncated,
             }
         series = {

@@ -460,7 +460,7 @@ def test_parallel_scan_of_several_files_equals_serial(folder):
     parallel = diagnose([str(folder)], ROOT, use_installed=False, jobs=2)
     assert serial.findings and parallel.findings == serial.findings
     assert parallel.skipped == serial.skipped
-    assert parallel.stats["lines"] == serial.stats["lines"]
+    assert parallel.stats.lines == serial.stats.lines
 
 
 def test_jobs_option_on_the_command_line():

@@ -112,9 +112,9 @@ def test_damaged_gzip_keeps_every_byte_decoded_before_the_damage(
     path = tmp_path / "rank3.log.gz"
     path.write_bytes(data)
     report = dg.diagnose([str(path)], rule_set=rules)
-    assert report.stats["lines"] == len(lines)
+    assert report.stats.lines == len(lines)
     assert "cuda-oom-capacity" in report.entries
-    reasons = " ".join(s["reason"] for s in report.skipped)
+    reasons = " ".join(s.reason for s in report.skipped)
     expected = {"trailing-garbage": "trailing garbage", "crc": "CRC", "truncated": "truncated"}
     assert expected[damage] in reasons, report.skipped
 
@@ -123,7 +123,7 @@ def test_concatenated_gzip_members_are_all_read(tmp_path: Path, rules: RuleSet) 
     path = tmp_path / "rank3.log.gz"
     path.write_bytes(gzip.compress(b"first member\n") + gzip.compress(f"[rank3]: {OOM}\n".encode()))
     report = dg.diagnose([str(path)], rule_set=rules)
-    assert report.stats["lines"] == 2 and report.skipped == []
+    assert report.stats.lines == 2 and report.skipped == []
     assert "cuda-oom-capacity" in report.entries
 
 
@@ -184,7 +184,7 @@ def test_lone_carriage_returns_end_lines(tmp_path: Path, rules: RuleSet) -> None
     evidence = report.findings[0].evidence[0]
     assert evidence.line == 4001
     assert evidence.text.startswith("[rank3]: torch.OutOfMemoryError")
-    assert report.stats["lines"] == 4002
+    assert report.stats.lines == 4002
     assert report.skipped == []
 
 
@@ -192,7 +192,7 @@ def test_crlf_line_ends_still_count_once(tmp_path: Path, rules: RuleSet) -> None
     path = tmp_path / "rank3.log"
     path.write_bytes(b"a\r\nb\r\n" + f"[rank3]: {OOM}\r\n".encode())
     report = dg.diagnose([str(path)], rule_set=rules)
-    assert report.stats["lines"] == 3
+    assert report.stats.lines == 3
     assert report.findings[0].evidence[0].line == 3
 
 
@@ -210,7 +210,7 @@ def test_distinct_ranks_are_capped_and_the_cap_is_reported(
     report = dg.diagnose([str(path)], rule_set=demo)
     assert report.entries == ["demo-failure"]
     assert list(report.findings[0].ranks) == list(range(1000))
-    capped = [s for s in report.skipped if "distinct ranks" in s["reason"]]
+    capped = [s.to_json() for s in report.skipped if "distinct ranks" in s.reason]
     assert capped == [
         {
             "file": str(path),

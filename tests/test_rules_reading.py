@@ -61,6 +61,4 @@ def test_near_misses_are_found_inside_gzip_logs(tmp_path: Path) -> None:
     found = _near_misses(
         r"DataLoader worker \(pid \d+\) is killed by signal: Killed", [(str(log), str(log))]
     )
-    assert [(item["line"], item["text"][:25]) for item in found] == [
-        (2, "RuntimeError: DataLoader ")
-    ]
+    assert [(item.line, item.text[:25]) for item in found] == [(2, "RuntimeError: DataLoader ")]

@@ -56,7 +56,7 @@ def run_alone(rule: dict[str, Any], files: list[str]) -> Verdict:
             continue
         shown = rule["report"]["max_evidence"] > 0 and outcome.evidence
         first = outcome.evidence[0] if shown else None
-        return Verdict(True, (scan.files[first.file], first.line) if first else None)
+        return Verdict(True, (first.file, first.line) if first else None)
     return Verdict(False, None)
 
 

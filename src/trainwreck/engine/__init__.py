@@ -1,7 +1,7 @@
 """The diagnosis engine: the runtime that reads logs through compiled rules and judges them.
 
 Its public API is small: `Engine(rules)` compiles a rule set once; `Engine.scan(inputs)` reads
-logs into a `ScanResult` (the state of every rule, with the files read and those `Skipped`);
+logs into a `ScanResult` (the state of every rule, with the files read and those skipped);
 `evaluate(run, scan)` turns one rule's state into a `RuleOutcome`; `fill_evidence_text` reads
 the text of evidence known only by position. The rules themselves (their language, validation
 and registry) live in `trainwreck.rules`, which this package reads and never changes.
@@ -25,7 +25,6 @@ The modules, each one job (dependencies point down this list):
 from __future__ import annotations
 
 from trainwreck.engine.evaluation import RuleContext, RuleOutcome, evaluate, fill_evidence_text
-from trainwreck.engine.reading import Skipped
 from trainwreck.engine.scanning import Engine
 from trainwreck.engine.state import RuleRun, ScanResult
 
@@ -35,7 +34,6 @@ __all__ = [
     "RuleOutcome",
     "RuleRun",
     "ScanResult",
-    "Skipped",
     "evaluate",
     "fill_evidence_text",
 ]

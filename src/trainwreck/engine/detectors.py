@@ -70,15 +70,18 @@ class Points:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
+    """A point event: a detector's (a stall, a jump), or a matched line that an event detector
+    (cooccur) reads, whose `index` is the line's step and `value` NaN."""
+
     rank: RankKey
-    index: float
-    t: float
-    file: int
+    index: float  # the point's index (step) in its series
+    t: float  # Unix time of its line (NaN without a timestamp)
+    file: int  # the input's position in the scan
     line: int
-    value: float
-    offset: int = -1
+    value: float = math.nan
+    offset: int = -1  # byte offset of its line in its (decompressed) input
 
 
 @dataclass

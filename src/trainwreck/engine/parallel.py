@@ -17,12 +17,13 @@ from trainwreck.engine.reading import read_blocks, read_head
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
+    FileScan,
     MatcherState,
     ScanResult,
     SeriesBuffer,
-    Skipped,
     thin_series,
 )
+from trainwreck.findings import Skipped
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
@@ -277,11 +278,11 @@ def _scan_task(task: Task) -> Part:
     runs = engine.new_runs()
     result = ScanResult(runs, [], [], set(), 0, 0)
     for file_id, display, source, part in task:
-        file_rank = rank_from_path(display)
-        if file_rank is not None:
-            result.ranks_seen.add(file_rank)
+        scan = FileScan(file_id, display, rank_from_path(display), runs, result)
+        if scan.rank is not None:
+            result.ranks_seen.add(scan.rank)
         try:
-            engine._scan_file(source, display, file_id, file_rank, runs, result, part)
+            engine._scan_file(source, scan, part)
         except MemoryError:
             result.skipped.append(
                 Skipped(display, "out of memory while reading; the rest was skipped")

@@ -34,7 +34,7 @@ import numpy as np
 import re2
 
 from trainwreck.engine import lineinfo, prefixes
-from trainwreck.engine.state import ScanResult
+from trainwreck.engine.state import FileScan, ScanResult
 from trainwreck.engine.store import Batch, gather
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
@@ -281,7 +281,7 @@ class ShapeRows:
         cuts.append(len(keys))
         return [np.arange(a, b) for a, b in pairwise(cuts) if b > a]
 
-    def batches(self, file_rank: Any, result: ScanResult) -> Iterator[tuple[int, Batch]]:
+    def batches(self, scan: FileScan) -> Iterator[tuple[int, Batch]]:
         """Per pattern, the Batch of the rows it matched, in line order, with their ranks
         (admitted to `result` in line order, as line by line) and their times (read once for
         all patterns). Rows must be apart in their series (series_apart)."""
@@ -296,7 +296,7 @@ class ShapeRows:
             else {next(iter(distinct)): np.arange(n)}
         )
         text = np.frombuffer(self.data, dtype=np.uint8)
-        ranks = _admitted(_ranks(self, text, rows_of, distinct, file_rank), result)
+        ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
         distinct_ranks, codes = _codes(ranks)
         times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
@@ -317,6 +317,7 @@ class ShapeRows:
                 index,
                 Batch(
                     self.file,
+                    scan.name,
                     self.numbers if rows is None else self.numbers[rows],
                     self.offsets if rows is None else self.offsets[rows],
                     (distinct_ranks, codes if rows is None else codes[rows]),
