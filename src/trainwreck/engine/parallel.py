@@ -10,22 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import re2
-
-from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
+from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_number
 from trainwreck.engine.reading import read_blocks, read_head
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
-    FileScan,
     MatcherState,
     ScanResult,
     SeriesBuffer,
     thin_series,
 )
 from trainwreck.findings import Skipped
-from trainwreck.rules import regexes
-from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
+from trainwreck.rules.regex_internals import UNANCHORED
 
 if TYPE_CHECKING:
     from trainwreck.engine.scanning import Engine
@@ -51,7 +47,7 @@ def workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
         return 1
     if jobs is None and sum(sizes) < PARALLEL_MIN_BYTES:
         return 1
-    # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see _plan_parts).
+    # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see plan_parts).
     tasks = sum(max(1, size // SPLIT_MIN_BYTES) for size in sizes)
     cpus = os.cpu_count() or 1
     return max(1, min(jobs or cpus, cpus if jobs is None else jobs, tasks))
@@ -63,10 +59,10 @@ def scan_parallel(
     global _WORKER_ENGINE
     _WORKER_ENGINE = engine
     # What every worker would otherwise work out on its own, done once before they fork.
-    if not engine._prefilter_ready:
+    if not engine.prepared:
         sample = next((h for _, s in inputs if (h := read_head(s, 1 << 20))), None)
         if sample is not None:
-            engine._build_prefilter(sample)
+            engine.prepare(sample)
     engine.shapes.prepare()
     budget = engine.series_budget
     engine.series_budget = budget // workers  # (the workers' copy: they fork from here)
@@ -86,7 +82,7 @@ def _scan_in_pool(
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         tasks: list[tuple[str, list[Any]]] = []
         for file_id, (display, source) in enumerate(inputs):
-            parts = engine._plan_parts(source, display, workers) if len(inputs) < workers else None
+            parts = plan_parts(engine, source, display, workers) if len(inputs) < workers else None
             if parts is None:
                 tasks.append((display, [pool.submit(_scan_one, file_id, display, source)]))
                 continue
@@ -200,12 +196,7 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
     tail = data[cut:]
     if b"\r" in tail:
         return False  # a '$' before a CR line end: do not rely on the prefilters here
-    if engine._start_filter is None:
-        alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p, _ in starts]
-        opts = regexes.options()
-        opts.never_capture = True
-        engine._start_filter = raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
-    return engine._start_filter.Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
+    return engine.block_starts().Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
 
 
 @dataclass
@@ -224,18 +215,10 @@ def _scan_one(
 ) -> Part:
     engine = _WORKER_ENGINE
     assert engine is not None
-    runs = engine.new_runs()
-    result = ScanResult(runs, [], [], set(), 0, 0)
-    scan = FileScan(file_id, display, rank_from_path(display), runs, result)
-    if scan.rank is not None:
-        result.ranks_seen.add(scan.rank)
     part = (start, end, line) if end >= 0 else None
-    try:
-        engine._scan_file(source, scan, part)
-    except MemoryError:
-        result.skipped.append(Skipped(display, "out of memory while reading; the rest was skipped"))
+    result = engine.scan_range(source, display, file_id, part)
     return Part(
-        [(run.matchers, run.series) for run in runs],
+        [(run.matchers, run.series) for run in result.runs],
         result.skipped,
         result.ranks_seen,
         result.lines,
