@@ -256,6 +256,7 @@ def test_one_file_in_parts_scans_alike(rules, monkeypatch, small_blocks, tmp_pat
             text[at] = text[at] + SUMMARY.format(gpu=at % 8, ooms=1, retries=at, nonrel=at)
         log.write_text("".join(text))
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", log.stat().st_size // 4)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 3)  # three parts on any machine
     cut: list[Any] = []
     original = parallel.plan_parts
 

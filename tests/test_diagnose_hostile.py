@@ -12,11 +12,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.test_compile_cli import make_repo
 from trainwreck import diagnose as dg
+from trainwreck import engine as eng
 from trainwreck.cli import main
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine import reading, state
@@ -301,3 +303,64 @@ def test_detector_evidence_read_back_stops_at_a_lone_cr(tmp_path: Path, rules: R
     assert report.entries == ["python-gc-straggler"]
     texts = [item.text for item in report.findings[0].evidence]
     assert texts and all("\\x0d" not in text and "step_time=" in text for text in texts), texts
+
+
+# --- issue 34: hostile inputs, second round -------------------------------------------------
+
+
+@pytest.mark.parametrize("jobs", ["0", "-5"])
+def test_jobs_below_one_is_a_usage_error(
+    tmp_path: Path, jobs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("--jobs", jobs, str(oom_log(tmp_path))) == dg.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"--jobs {jobs}" in err and "1 or more" in err and "Traceback" not in err
+
+
+def test_jobs_are_capped_at_the_usable_cpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --jobs 3000 on 3,000 small files forked 1,558 processes on 2 cores before the cap.
+    from trainwreck.engine import parallel
+
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    inputs = [(f"{i}.log", str(oom_log(tmp_path, f"{i}.log"))) for i in range(10)]
+    assert parallel.workers(inputs, 3000) == 2
+    assert parallel.workers(inputs, 2) == 2
+    assert parallel.workers(inputs, 1) == 1
+    assert cli("--jobs", "3000", str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert "--jobs 3000" in err and "2 CPUs" in err and "using 2 processes" in err
+
+
+def test_many_small_files_go_to_the_workers_in_batches(
+    tmp_path: Path, rules: RuleSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task per small file costs more in fresh rule state and pickling than its scan (--jobs 64
+    was 4x slower than serial on 3,000 one-line files): consecutive files share a task, and the
+    result is the serial one."""
+    from tests.test_diagnose_bulk import state_of
+    from trainwreck.engine import parallel
+
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    logs = (REPO / "tests" / "logs").rglob("*")
+    sources = sorted(p for p in logs if p.is_file() and p.stat().st_size < 200_000)[:40]
+    for index, source in enumerate(sources):
+        (tmp_path / f"{index:03d}-{source.name}").write_bytes(source.read_bytes())
+    for index in range(200):
+        (tmp_path / f"z{index:03d}.log").write_text(f"step {index} | loss 1.0\n")
+    inputs = [(str(p), str(p)) for p in sorted(tmp_path.iterdir())]
+    tasks: list[int] = []
+    original = parallel.plan_tasks
+
+    def counted(*args: Any) -> Any:
+        planned = original(*args)
+        tasks.extend(len(task) for task, _ in planned)
+        return planned
+
+    monkeypatch.setattr(parallel, "plan_tasks", counted)
+    engine = eng.Engine(rules.rules)
+    parallel_state = state_of(engine.scan(inputs, jobs=2))
+    serial_state = state_of(eng.Engine(rules.rules).scan(inputs, jobs=1))
+    assert sum(tasks) == len(inputs) and len(tasks) <= 4 * 2, tasks
+    assert parallel_state == serial_state

@@ -27,6 +27,7 @@ from trainwreck import errors, formats
 from trainwreck.compile.bundle import BundleError
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine.detectors import rank_sort_key
+from trainwreck.engine.parallel import usable_cpus
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
 from trainwreck.knowledge import KnowledgeBase, relations
@@ -299,11 +300,14 @@ def diagnose(
 
     Rules: `rule_set` if given, else `rules` (bundle files or rules folders), else the checkout at
     `root` (rules/ compiled in memory) plus installed rule packs. `only`: rule ids to run.
-    `jobs`: processes for several large files (None: automatic, 1: serial).
+    `jobs`: processes for several large files (None: automatic, 1: serial), at most the CPUs
+    this process may use.
     `kb`: the checkout's knowledge base when the caller has it (read only on a cache miss).
     Raises UsageError for paths that name nothing, or when there are no rules.
     """
     started = time.perf_counter()
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: the number of processes must be 1 or more")
     root_path = Path(root) if root is not None else Path(".")
     if rule_set is None:
         try:
@@ -322,6 +326,11 @@ def diagnose(
     if not inputs and not any(s.unread for s in skipped_inputs):
         raise UsageError("no log files to read")
     warnings = list(rule_set.warnings)
+    if jobs is not None and jobs > (cpus := usable_cpus()):
+        warnings.append(
+            f"--jobs {jobs}: this process may use {cpus} CPU{'s' if cpus != 1 else ''}; "
+            f"using {cpus} process{'es' if cpus != 1 else ''} at most"
+        )
     engine = _engine(selected, warnings)
     if engine is None:
         raise UsageError("no usable rules (see the warnings)")
@@ -447,7 +456,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes for several large files (default: automatic; 1: serial)",
+        help="processes for several large files, at most the CPUs this process may use "
+        "(default: automatic; 1: serial)",
     )
 
 

@@ -141,32 +141,27 @@ class Engine:
             parallel.scan_parallel(self, inputs, workers, result)
             return result
         for display, source in inputs:
-            scan = FileScan(len(result.files), display, rank_from_path(display), runs, result)
             result.files.append(display)
-            if scan.rank is not None:
-                result.ranks_seen.add(scan.rank)
-            try:
-                self._scan_file(source, scan)
-            except MemoryError:
-                result.skipped.append(
-                    Skipped(display, "out of memory while reading; the rest was skipped")
-                )
-            except Exception as exc:  # one bad file never ends the run (nor loses the others)
-                result.skipped.append(
-                    Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
-                )
+            self.scan_range(source, display, len(result.files) - 1, into=result)
         return result
 
     def scan_range(
-        self, source: Any, display: str, file_id: int = 0, part: tuple[int, int, int] | None = None
+        self,
+        source: Any,
+        display: str,
+        file_id: int = 0,
+        part: tuple[int, int, int] | None = None,
+        into: ScanResult | None = None,
     ) -> ScanResult:
-        """Scan one input into fresh state, as the `file_id`-th input of a scan: whole, or the
-        byte range `part` = (start, end, number of the line at start) of a plain file, where a
-        serial scan starts a block and no block matcher can be open (parallel.plan_parts; the
-        caller samples the ranks of the range's blocks). Parallel workers scan through it."""
-        runs = self.new_runs()
-        result = ScanResult(runs, [], [], set(), 0, 0)
-        scan = FileScan(file_id, display, rank_from_path(display), runs, result)
+        """Scan one input as the `file_id`-th input of a scan, into the state of `into` (fresh
+        state when None): whole, or the byte range `part` = (start, end, number of the line at
+        start) of a plain file, where a serial scan starts a block and no block matcher can be
+        open (parallel.plan_parts; the caller samples the ranks of the range's blocks). A file
+        that cannot be scanned is skipped with its reason (one bad file never ends the run); a
+        part that fails raises, for the caller to report the file cut short there. The serial
+        scan and the parallel workers both scan through it."""
+        result = into if into is not None else ScanResult(self.new_runs(), [], [], set(), 0, 0)
+        scan = FileScan(file_id, display, rank_from_path(display), result.runs, result)
         if scan.rank is not None:
             result.ranks_seen.add(scan.rank)
         try:
@@ -174,6 +169,12 @@ class Engine:
         except MemoryError:
             result.skipped.append(
                 Skipped(display, "out of memory while reading; the rest was skipped")
+            )
+        except Exception as exc:
+            if part is not None:
+                raise
+            result.skipped.append(
+                Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
             )
         return result
 
