@@ -17,7 +17,7 @@ import pytest
 
 from tests.venvs import core_venv, install_trainwreck
 from trainwreck.cli import main
-from trainwreck.rules.bundle import load_bundle_file
+from trainwreck.compile.bundle import load_bundle_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,7 +158,7 @@ def test_compile_bad_yaml_and_usage(tmp_path, capsys):
 
 def test_the_repository_rules_compile():
     """The real rules/ of this checkout: every rule valid and its regression logs passing."""
-    from trainwreck.rules.compile import compile_rules
+    from trainwreck.compile.command import compile_rules
 
     bundle, problems = compile_rules(ROOT, run_tests=False)
     ours = [

@@ -426,7 +426,7 @@ def test_json_output_is_stable_and_strict():
 def test_a_malformed_rule_in_a_bundle_is_skipped_not_fatal(tmp_path):
     import shutil
 
-    from trainwreck.rules.bundle import compile_folder
+    from trainwreck.compile.packs import compile_folder
 
     bundle, _ = compile_folder(ROOT, cache=False)
     data = dict(bundle.data)
@@ -460,7 +460,7 @@ def test_parallel_scan_of_several_files_equals_serial(folder):
     parallel = diagnose([str(folder)], ROOT, use_installed=False, jobs=2)
     assert serial.findings and parallel.findings == serial.findings
     assert parallel.skipped == serial.skipped
-    assert parallel.stats["lines"] == serial.stats["lines"]
+    assert parallel.stats.lines == serial.stats.lines
 
 
 def test_jobs_option_on_the_command_line():

@@ -21,12 +21,12 @@ def test_fired_rule_shows_lines_values_and_verdict(tmp_path):
         "13.98 GiB is allocated by PyTorch, and 129.48 MiB is reserved by PyTorch but unallocated.\n"
     )
     data = explain([str(log)], "cuda-oom-capacity-oom", ROOT, use_installed=False)
-    assert data["fired"] is True
-    lines = data["matchers"]["oom_current"]["lines"]
-    assert [(Path(x["file"]).name, x["line"], x["rank"]) for x in lines] == [("oom.log", 2, 1)]
-    assert data["condition_names"]["oom_current"] == {"true": True, "count": 1.0}
-    assert data["condition_names"]["oom_current.unalloc"]["values"] == [129.48 * 2**20]
-    assert data["why"].startswith("rule fired")
+    assert data.fired is True
+    lines = data.matchers["oom_current"].lines
+    assert [(Path(x.file).name, x.line, x.rank) for x in lines] == [("oom.log", 2, 1)]
+    assert data.condition_names["oom_current"].to_json() == {"true": True, "count": 1.0}
+    assert data.condition_names["oom_current.unalloc"].values == (129.48 * 2**20,)
+    assert data.why.startswith("rule fired")
 
 
 def test_missed_rule_shows_near_misses(tmp_path, capsys):

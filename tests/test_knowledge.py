@@ -10,10 +10,10 @@ import pytest
 
 from trainwreck import model
 from trainwreck.check import RECIPROCAL, check_entries
+from trainwreck.compile.command import compile_rules
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.knowledge import relations as rel
 from trainwreck.knowledge.links import RuleLink, entry_side_problems, rule_side_problems
-from trainwreck.rules.compile import compile_rules
 
 REPO = Path(__file__).resolve().parents[1]
 

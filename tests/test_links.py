@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from trainwreck.diagnose import diagnose, format_text
-from trainwreck.rules.bundle import is_real_site_url, site_url
+from trainwreck.compile.bundle import is_real_site_url, site_url
+from trainwreck.diagnose import diagnose
+from trainwreck.formats import format_text
 
 ROOT = Path(__file__).resolve().parents[1]
 OOM_LOG = ROOT / "tests" / "logs" / "cuda-allocator-fragmentation" / "oom-current-hf-trainer.log"

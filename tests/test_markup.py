@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from trainwreck.compile.command import compile_rules
 from trainwreck.markup import markup_findings, url_problem
-from trainwreck.rules.compile import compile_rules
 
 REPO = Path(__file__).resolve().parents[1]
 

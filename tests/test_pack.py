@@ -8,10 +8,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from tests.test_compile_cli import make_repo
 from tests.venvs import core_venv, pip_install, trainwreck_wheel
 from trainwreck.cli import main
-from trainwreck.rules.compile import compile_rules
-from trainwreck.rules.wheel import write_wheel
+from trainwreck.compile.command import compile_rules
+from trainwreck.compile.wheel import write_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_ENTRY = ROOT / "tests" / "check_cases" / "base-entry.yaml"
@@ -100,3 +103,50 @@ def test_pack_from_scaffold_to_diagnosis_in_a_fresh_venv(tmp_path, capsys):
     sources = report["stats"]["rule_sources"]
     assert any(s.startswith("package acme-rules (1 rules)") for s in sources), sources
     assert any(s.startswith("package trainwreck-rules (") for s in sources), sources
+
+
+# --- issue 34: a pack's name must not take over another distribution ---------------------------
+
+
+def _installed(site: Path, name: str, entry_points: str = "") -> None:
+    """A distribution as pip leaves it in site-packages (METADATA, and entry points if any)."""
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    if entry_points:
+        (info / "entry_points.txt").write_text(entry_points)
+
+
+@pytest.mark.parametrize(
+    "name", ["trainwreck", "numpy", "NumPy", "PyYAML", "google_re2", "nh3", "acme-installed"]
+)
+def test_a_pack_may_not_take_the_name_of_the_toolkit_a_dependency_or_an_installed_distribution(
+    tmp_path, capsys, monkeypatch, name
+):
+    """A wheel named `numpy` 99.0 would make pip uninstall numpy to install it (audit 4.6)."""
+    site = tmp_path / "site"
+    _installed(site, "acme-installed")
+    monkeypatch.syspath_prepend(str(site))
+    repo = make_repo(tmp_path / "repo")
+    code = main(["compile", "--root", str(repo), "--no-tests", "--name", name])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"'{name}'" in err and "choose another name" in err
+    assert not (repo / "dist").exists()
+
+
+def test_a_pack_may_take_the_name_of_an_installed_rule_pack(tmp_path, capsys, monkeypatch):
+    # Rebuilding a pack that is installed (a new version of it) is the normal case.
+    site = tmp_path / "site"
+    _installed(site, "acme-rules", "[trainwreck.rules]\nacme-rules = acme_rules:bundle_path\n")
+    monkeypatch.syspath_prepend(str(site))
+    repo = make_repo(tmp_path / "repo")
+    code = main(["compile", "--root", str(repo), "--no-tests", "--name", "acme-rules"])
+    assert code == 0, capsys.readouterr().err
+    assert list((repo / "dist").glob("acme_rules-*.whl"))
+
+
+def test_new_pack_refuses_a_dependency_name(tmp_path, capsys):
+    assert main(["new", "--pack", "numpy", "--root", str(tmp_path)]) == 2
+    assert "choose another name" in capsys.readouterr().err
+    assert not (tmp_path / "numpy").exists()

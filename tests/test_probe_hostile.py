@@ -147,3 +147,25 @@ def test_the_writer_drains_in_bounded_batches(tmp_path: Path) -> None:
     assert sum(batches) <= 1000
     assert max(batches) <= rec.MAX_BATCH
     probe.close()
+
+
+def test_long_strings_are_cut_and_the_line_says_so(tmp_path: Path) -> None:
+    """A 10 MB string metric became a 10 MB line (audit 5.6): values, names and event names are
+    cut at MAX_TEXT characters, and the cut value says how long it was."""
+    huge = "x" * 10_000_000
+    probe = Probe(tmp_path, rank=0, record_gc=False, flush_interval=3600)
+    probe.log(note=huge, **{"k" * 100_000: 1}, loss=0.5)
+    probe.event("y" * 100_000, detail=huge)
+    probe.log(short="fits")
+    probe.close()
+    lines = probe.path.read_text(encoding="utf-8").splitlines()
+    assert max(len(line) for line in lines) < 4 * rec.MAX_TEXT
+    events = read_events(probe.path)
+    metric = next(e for e in events if e["event"] == "metric" and "note" in e)
+    assert metric["loss"] == 0.5
+    assert metric["note"].startswith("x" * 100)
+    assert metric["note"].endswith(f"[cut: 10,000,000 characters, the first {rec.MAX_TEXT:,} kept]")
+    assert any(key.startswith("kkk") and key.endswith("kept]") for key in metric)
+    custom = next(e for e in events if e["event"].startswith("yyy"))
+    assert custom["detail"].endswith("kept]")
+    assert next(e for e in events if e.get("short"))["short"] == "fits"

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from trainwreck.rules import detectors as det
+from trainwreck.engine import detectors as det
 from trainwreck.rules.registry import DETECTORS
 
 RNG = np.random.default_rng(1234)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from trainwreck import engine as eng
+from trainwreck.compile.packs import RuleSet
 from trainwreck.diagnose import Report, diagnose
-from trainwreck.rules import engine as eng
-from trainwreck.rules.bundle import RuleSet
+from trainwreck.engine import lineinfo
+from trainwreck.engine.state import MAX_EVIDENCE_PER_MATCHER
 from trainwreck.rules.model import load_rules
 
 
@@ -208,13 +210,13 @@ def test_rank_capture_wins(tmp_path):
     ],
 )
 def test_timestamps(line, expected):
-    got = eng.parse_time(line)
+    got = lineinfo.parse_time(line)
     assert (math.isnan(got) and math.isnan(expected)) or got == pytest.approx(expected)
 
 
 def test_glog_timestamps_are_comparable():
-    first = eng.parse_time("[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] x")
-    second = eng.parse_time("I1218 20:27:22.426 x")
+    first = lineinfo.parse_time("[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] x")
+    second = lineinfo.parse_time("I1218 20:27:22.426 x")
     assert second - first == pytest.approx(1.0, abs=0.01)
 
 
@@ -254,7 +256,7 @@ def test_evidence_is_capped_per_matcher(tmp_path):
     log = write(tmp_path / "many.log", "boom\n" * 10_000)
     state = scan(rule, log).matchers["b"]
     assert state.count == 10_000
-    assert len(state.evidence) == eng.MAX_EVIDENCE_PER_MATCHER
+    assert len(state.evidence) == MAX_EVIDENCE_PER_MATCHER
     assert len(run(rule, log).findings[0].evidence) == 3
 
 

@@ -1,4 +1,4 @@
-"""The paste-shape layer (rules/prefixes.py): every text rule recognises its message in every
+"""The paste-shape layer (engine/prefixes.py): every text rule recognises its message in every
 shape a real paste takes. Each shape is checked end to end through `diagnose` with the real rules,
 plus the layer's own invariants (line count kept, byte offsets of evidence still right)."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from trainwreck.compile.packs import resolve
 from trainwreck.diagnose import diagnose
-from trainwreck.rules import prefixes
-from trainwreck.rules.bundle import resolve
+from trainwreck.engine import prefixes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""rules/reading.py's side readers: the head of a log (plain or gzip, up to damage) for
+"""engine/reading.py's side readers: the head of a log (plain or gzip, up to damage) for
 suggestions and explain's near misses, and one line at a byte offset for detector evidence."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from trainwreck.engine.reading import read_head, read_line_at
 from trainwreck.explain import _near_misses
-from trainwreck.rules.reading import read_head, read_line_at
 
 LINES = b"".join(b"line %d of a training log\n" % i for i in range(5000))
 
@@ -61,6 +61,4 @@ def test_near_misses_are_found_inside_gzip_logs(tmp_path: Path) -> None:
     found = _near_misses(
         r"DataLoader worker \(pid \d+\) is killed by signal: Killed", [(str(log), str(log))]
     )
-    assert [(item["line"], item["text"][:25]) for item in found] == [
-        (2, "RuntimeError: DataLoader ")
-    ]
+    assert [(item.line, item.text[:25]) for item in found] == [(2, "RuntimeError: DataLoader ")]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
 import re2
 
-from trainwreck.rules import regexes
+from trainwreck.rules import regex_internals, regexes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,7 +130,7 @@ def test_prefilter_finds_every_matching_line_of_the_regression_logs():
     the paste-shape prefixes are removed) is a prefilter candidate."""
     import gzip
 
-    from trainwreck.rules import prefixes
+    from trainwreck.engine import prefixes
 
     logs = ROOT / "tests" / "logs"
     patterns = _all_patterns()
@@ -175,9 +176,9 @@ def test_digit_blind_patterns_match_masked_lines_alike():
     """The property the shapes rely on, checked on every rule pattern: on random lines built
     from the pattern's own words and digits, a digit-blind pattern's spans are the same with
     every digit turned into '0'."""
-    from trainwreck.rules import patterns as pat
-    from trainwreck.rules.bundle import compile_folder
-    from trainwreck.rules.shapes import MASK
+    from trainwreck.compile.packs import compile_folder
+    from trainwreck.engine import patterns as pat
+    from trainwreck.engine.shapes import MASK
 
     rules = compile_folder(ROOT)[0].rules
     found = [p for p in pat.compile_patterns(rules).patterns if regexes.digit_blind(p)]
@@ -190,10 +191,10 @@ def test_digit_blind_patterns_match_masked_lines_alike():
     ]
     assert len(lines) > 3000
     options = regexes.options()
-    unanchored = re2._re2.RE2.Anchor.UNANCHORED
+    unanchored = regex_internals.UNANCHORED
     matched = 0
     for pattern in found:
-        compiled = re2.compile(pattern, options)._regexp
+        compiled = regex_internals.raw_regex(re2.compile(pattern, options))
         hits = 0
         for line in lines:
             if compiled.Match(unanchored, line, 0, len(line))[0][0] < 0 and rng.random() > 0.01:
@@ -206,3 +207,52 @@ def test_digit_blind_patterns_match_masked_lines_alike():
             assert compiled.Match(unanchored, masked, 0, len(masked)) == spans, (pattern, line)
         matched += hits > 0
     assert matched > 150  # most patterns were tried on lines they match
+
+
+def test_the_regex_internals_the_engine_relies_on_are_there():
+    """google-re2's raw RE2 object and CPython's regex parser are private: an upgrade that moves
+    them must fail here, by name, not inside a scan (rules/regex_internals.py)."""
+    compiled = regex_internals.raw_regex(re2.compile(r"step (?P<n>\d+) took"))
+    line = b"[rank0]: step 12 took 3 ms"
+    spans = compiled.Match(regex_internals.UNANCHORED, line, 0, len(line))
+    assert [tuple(s) for s in spans] == [(9, 21), (14, 16)]
+    assert compiled.Match(regex_internals.UNANCHORED, line, 0, 12)[0][0] < 0  # `end` is honoured
+    parsed = list(regex_internals.parse(r"(nan|inf)x+"))
+    constants = regex_internals.sre_constants
+    assert [op for op, _ in parsed] == [constants.SUBPATTERN, constants.MAX_REPEAT]
+    for name in (
+        "LITERAL",
+        "NOT_LITERAL",
+        "IN",
+        "BRANCH",
+        "MIN_REPEAT",
+        "ANY",
+        "AT",
+        "NEGATE",
+        "RANGE",
+        "CATEGORY",
+        "CATEGORY_DIGIT",
+        "CATEGORY_WORD",
+        "CATEGORY_NOT_SPACE",
+        "CATEGORY_NOT_DIGIT",
+        "CATEGORY_NOT_WORD",
+        "CATEGORY_SPACE",
+        "SRE_FLAG_IGNORECASE",
+    ):
+        assert hasattr(constants, name), name
+
+
+def test_no_module_reaches_into_the_regex_internals_but_the_shim():
+    """Private names of re2 and re are read in one place only."""
+    package = ROOT / "src" / "trainwreck"
+    shim = package / "rules" / "regex_internals.py"
+    private = re.compile(
+        r"\._regexp\b|\bre2\._re2\b|^\s*(?:import|from) (?:sre_\w+|re\._\w+)", re.MULTILINE
+    )
+    offenders = [
+        f"{path.relative_to(package)}: {found.group(0).strip()}"
+        for path in sorted(package.rglob("*.py"))
+        if path != shim
+        for found in private.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, offenders

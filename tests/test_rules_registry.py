@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trainwreck.rules import detectors as det
+from trainwreck.engine import detectors as det
 from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES, SERIES_PAIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,11 @@ def test_references_fit_the_inputs() -> None:
     for detector in DETECTORS.values():
         expected = {SERIES: ("series",), SERIES_PAIR: ("series", "with"), EVENTS: ("a", "b")}
         assert detector.references == expected[detector.inputs], detector.kind
-        assert callable(detector.run)
+
+
+def test_every_kind_has_its_function_in_the_engine() -> None:
+    assert set(det.FUNCTIONS) == set(DETECTORS)
+    assert all(callable(function) for function in det.FUNCTIONS.values())
 
 
 def test_event_detectors_return_events_and_rank_detectors_name_a_rank() -> None:
@@ -82,7 +86,7 @@ def test_event_detectors_return_events_and_rank_detectors_name_a_rank() -> None:
         if detector.inputs != SERIES:
             continue
         settings = {**detector.settings(overrides.get(detector.kind)), "series": "s"}
-        result = detector.run(points, settings)
+        result = det.FUNCTIONS[detector.kind](points, settings)
         if result.fired:
             fired.add(detector.kind)
         if detector.names_rank and result.fired:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from trainwreck.compile.bundle import entry_summaries
+from trainwreck.compile.packs import RuleSet, compile_folder
 from trainwreck.diagnose import UsageError, diagnose
 from trainwreck.knowledge import KnowledgeBase
-from trainwreck.rules.bundle import RuleSet, compile_folder, entry_summaries
 from trainwreck.rules.model import rule_files
 
 ROOT = Path(__file__).resolve().parents[1]

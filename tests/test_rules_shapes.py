@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tests.test_diagnose_bulk import gc_step_log
-from trainwreck.rules import lineinfo, prefixes
-from trainwreck.rules import state as st
-from trainwreck.rules.shapes import MASK, Shape, ShapeRows, _ranks, _times
+from trainwreck.engine import lineinfo, prefixes
+from trainwreck.engine import state as st
+from trainwreck.engine.shapes import MASK, Shape, ShapeRows, _ranks, _times
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,7 +133,7 @@ def test_a_thinned_step_log_still_shows_its_stalls(tmp_path, monkeypatch, jobs) 
     """Past the memory budget the series are thinned; the GC stalls still stand out, and the
     report says how much was analysed."""
     from trainwreck.diagnose import diagnose
-    from trainwreck.rules import parallel, reading
+    from trainwreck.engine import parallel, reading
 
     monkeypatch.setattr(st, "SERIES_BUDGET", 20_000)
     monkeypatch.setattr(reading, "BLOCK", 64 << 10)

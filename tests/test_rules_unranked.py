@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainwreck import engine as eng
+from trainwreck.compile.packs import compile_folder
 from trainwreck.diagnose import diagnose
-from trainwreck.rules import engine as eng
-from trainwreck.rules.bundle import compile_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -152,6 +152,29 @@ def test_images_load_only_from_the_page_folder() -> None:
     assert 'src="figure&#45;1&#46;png"' in html
 
 
+@pytest.mark.parametrize(
+    "target",
+    # (three backslashes are two after Markdown's escapes; two are one: a path of this site)
+    ["/\\evil.example/p.png", "\\/evil.example/p.png", "\\\\\\evil.example/p.png",
+     "&#47;&#92;evil.example/p.png"],
+)  # fmt: skip
+def test_a_backslash_cannot_make_an_image_or_link_leave_the_site(target: str) -> None:
+    """WHATWG URL parsing turns "\\" into "/" in an http(s) URL, so "/\\host/p.png" is scheme-relative:
+    headless Chromium fetched such an image from the other host (audit 3.1)."""
+    rendered = sanitize.render_markdown(f"![p]({target}) [l]({target})")
+    assert "src=" not in rendered and "href=" not in rendered, rendered
+
+
+def test_another_host_is_told_as_a_browser_reads_the_url() -> None:
+    from trainwreck.markup import network_path
+
+    assert network_path(" \x01/\t\\evil.example") == "/\\"
+    assert network_path("//evil.example") == "//"
+    assert network_path("&#92;&#92;evil") == "\\\\"
+    for same_site in ("/figure.png", "\\figure.png", "figure.png", "#top", "/ \\x"):
+        assert network_path(same_site) is None, same_site
+
+
 def test_fence_language_cannot_carry_attributes() -> None:
     fence = site_text.fenced("x = 1", "python {onclick=fetch('/pwned/x')}")
     assert fence.startswith("```\n")

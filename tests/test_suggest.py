@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from trainwreck.cli import main
+from trainwreck.compile.packs import resolve
 from trainwreck.diagnose import diagnose
-from trainwreck.rules import suggest
-from trainwreck.rules.bundle import resolve
+from trainwreck.engine import suggest
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -185,3 +185,40 @@ def test_pre_commit_hooks_run_the_commands_they_name(tmp_path, capsys):
     broken = tmp_path / "entries" / "base-entry.yaml"
     broken.write_text(broken.read_text().replace("severity: medium", "severity: huge"))
     assert main(["check", "--root", str(tmp_path), str(broken)]) == 1
+
+
+def _ci_step(name: str) -> dict[str, Any]:
+    data = _load(ROOT / ".github" / "workflows" / "ci.yml")
+    steps = [step for job in data["jobs"].values() for step in job.get("steps", [])]
+    return next(step for step in steps if step.get("name", "").startswith(name))
+
+
+def test_reproduce_step_passes_only_kebab_case_ids_after_a_double_dash(tmp_path):
+    """A pull request adding notebooks/-j999.ipynb must not hand `-j999` to trainwreck as an
+    option (audit 2.7): ids are kebab-case (no leading hyphen) and follow `--`."""
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "notebooks" / "base.ipynb").write_text("{}")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    base = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    for name in ("-j999", "--force", "good-id", "a--b", "x-"):
+        (repo / "notebooks" / f"{name}.ipynb").write_text("{}")
+    subprocess.run([*git, "add", "--", "notebooks"], check=True)
+    subprocess.run([*git, "commit", "-qm", "hostile"], check=True)
+    stub = tmp_path / "bin" / "trainwreck"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done > "$ARGV_FILE"\n')
+    stub.chmod(0o755)
+    env = dict(
+        os.environ,
+        PATH=f"{stub.parent}{os.pathsep}{os.environ['PATH']}",
+        BASE_SHA=base.strip(),
+        ARGV_FILE=str(tmp_path / "argv"),
+    )
+    script = _ci_step("trainwreck reproduce")["run"]
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "argv").read_text().split("\n")[:-1] == ["reproduce", "--", "good-id"]

@@ -3,7 +3,10 @@
 Checks, per entry file: YAML syntax (and the hazards of untrusted YAML), the schema, the
 editor schema comment, id equals file name; across entries: unique ids, related ids exist and
 mutual relations are mutual, fingerprint rules exist; per reproduction: the notebook exists and is
-well-formed (delegated to the reproduce stage, which imports nothing heavy to do it).
+well-formed (delegated to the reproduce stage, which imports nothing heavy to do it); against the
+installed libraries: every name, environment variable and config key the entries and their rules
+cite exists, and every Python code example compiles (looked up in separate processes, so check
+itself never imports torch).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from pathlib import Path
 from trainwreck.errors import CommandUsageError
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.knowledge.checked import checked_problems
+from trainwreck.knowledge.examples import example_problems
 from trainwreck.knowledge.links import entry_side_problems
+from trainwreck.knowledge.names import documents, name_problems
 from trainwreck.knowledge.relations import RECIPROCAL
 from trainwreck.markup import markup_problems, notebook_markup_problems, url_problem
 from trainwreck.model import (
@@ -121,6 +126,7 @@ def check_entries(
     problems.extend(entry_side_problems(checked, kb.rule_links))
     problems.extend(reproduction_problems(checked, root))
     problems.extend(notebook_text_problems(checked, root))
+    problems.extend(library_problems(checked, kb, root))
     return sorted(set(problems), key=_order), len(targets)
 
 
@@ -257,6 +263,14 @@ def link_problems(checked: list[Entry], known: dict[str, Entry]) -> list[Problem
                     )
                 )
     return problems
+
+
+def library_problems(checked: list[Entry], kb: KnowledgeBase, root: Path) -> list[Problem]:
+    """What the checked entries and their rules cite, looked up in the installed libraries
+    (knowledge/names.py), and their code examples compiled (knowledge/examples.py)."""
+    ids = {entry.id for entry in checked}
+    links = [link for link in kb.rule_links.values() if link.entry in ids]
+    return name_problems(documents(checked, links, root), root) + example_problems(checked, root)
 
 
 def notebook_text_problems(checked: list[Entry], root: Path) -> list[Problem]:

@@ -27,7 +27,7 @@ EXIT_INTERNAL_ERROR = EXIT_INTERNAL
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("trainwreck.check", "validate entries (schema, ids, links, references)"),
     "reproduce": ("trainwreck.reproduce", "execute reproduction notebooks (cached)"),
-    "compile": ("trainwreck.rules.compile", "validate rules and build the rule bundle and wheel"),
+    "compile": ("trainwreck.compile.command", "validate rules and build the rule bundle and wheel"),
     "diagnose": ("trainwreck.diagnose", "diagnose training logs offline"),
     "explain": ("trainwreck.explain", "show why one rule did or did not fire on a log"),
     "build": ("trainwreck.site", "check, reproduce, compile and publish the site"),

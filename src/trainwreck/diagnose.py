@@ -13,25 +13,24 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import math
 import os
 import stat
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainwreck import errors
+from trainwreck import engine as eng
+from trainwreck import errors, formats
+from trainwreck.compile.bundle import BundleError
+from trainwreck.compile.packs import RuleSet, resolve
+from trainwreck.engine.detectors import rank_sort_key
+from trainwreck.engine.parallel import usable_cpus
 from trainwreck.errors import InternalError, NothingRead, UsageError
-from trainwreck.findings import Competing, Evidence, Finding
+from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
 from trainwreck.knowledge import KnowledgeBase, relations
-from trainwreck.rules import engine as eng
-from trainwreck.rules.bundle import BundleError, RuleSet, resolve
-from trainwreck.rules.detectors import rank_sort_key
-
-FORMATS = ("text", "json", "markdown")
 
 # Exit status (trainwreck/errors.py). A crash must never look like "findings" (1) to a script.
 EXIT_NOTHING_FOUND = errors.EXIT_OK
@@ -43,32 +42,6 @@ EXIT_CODES_HELP = (
     "exit status: 0 when nothing is found, 1 with findings, 2 on usage errors, "
     "3 when no input could be read, 4 on an internal error"
 )
-
-
-@dataclass
-class Report:
-    findings: list[Finding] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
-    nothing_read: bool = False  # every input was unreadable (exit EXIT_NOTHING_READ)
-    suggestions: list[dict[str, Any]] = field(default_factory=list)  # only when nothing fired
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "findings": [finding.to_json() for finding in self.findings],
-            "suggestions": self.suggestions,
-            "skipped": self.skipped,
-            "stats": self.stats,
-        }
-
-    @property
-    def entries(self) -> list[str]:
-        return [f.entry for f in self.findings]
-
-    @property
-    def rules(self) -> set[str]:
-        return {rule for f in self.findings for rule in f.rules}
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -97,7 +70,7 @@ def _special_kind(path: str) -> str | None:
 
 
 def expand_inputs(
-    paths: list[str], skipped: list[eng.Skipped] | None = None
+    paths: list[str], skipped: list[Skipped] | None = None
 ) -> tuple[list[tuple[str, Any]], list[str]]:
     """(display, source) for every file to read, and the arguments that named nothing.
 
@@ -121,13 +94,11 @@ def expand_inputs(
         if kind is None:
             add(full, full)
         else:
-            skipped.append(eng.Skipped(full, f"not a regular file ({kind}); skipped"))
+            skipped.append(Skipped(full, f"not a regular file ({kind}); skipped"))
 
     def unreadable(error: OSError) -> None:
         where = error.filename if error.filename is not None else "?"
-        skipped.append(
-            eng.Skipped(str(where), f"unreadable folder: {error.strerror or error}", True)
-        )
+        skipped.append(Skipped(str(where), f"unreadable folder: {error.strerror or error}", True))
 
     for item in paths:
         if item == "-":
@@ -208,7 +179,7 @@ def build_findings(
                 confidence=round(confidence, 4),
                 ranks=tuple(sorted(ranks, key=rank_sort_key)),
                 initiating_rank=initiating,
-                evidence=_evidence(group, scan),
+                evidence=_evidence(group),
                 root_cause=summary.get("root_cause", ""),
                 fix=summary.get("fix", {"title": "", "steps": []}),
                 verify=tuple(summary.get("verify", [])),
@@ -227,7 +198,7 @@ def build_findings(
     return rank_findings(findings, entries)
 
 
-def _evidence(group: list[eng.RuleOutcome], scan: eng.ScanResult) -> tuple[Evidence, ...]:
+def _evidence(group: list[eng.RuleOutcome]) -> tuple[Evidence, ...]:
     """The evidence of an entry's rules (most confident first): each rule's own lines up to its
     max_evidence, a line once, and a few more in all for each agreeing rule."""
     evidence: list[Evidence] = []
@@ -236,7 +207,7 @@ def _evidence(group: list[eng.RuleOutcome], scan: eng.ScanResult) -> tuple[Evide
     for outcome in group:
         per_rule = 0
         for item in outcome.evidence:
-            key = (item.file, item.line)
+            key = (item.file_id, item.line)
             if key in seen:
                 continue
             if per_rule >= outcome.rule["report"]["max_evidence"] or len(evidence) >= limit + 4 * (
@@ -245,15 +216,7 @@ def _evidence(group: list[eng.RuleOutcome], scan: eng.ScanResult) -> tuple[Evide
                 break
             seen.add(key)
             per_rule += 1
-            evidence.append(
-                Evidence(
-                    scan.files[item.file],
-                    item.line,
-                    item.text,
-                    item.rank,
-                    f"{outcome.rule['id']}:{item.part}",
-                )
-            )
+            evidence.append(replace(item, part=f"{outcome.rule['id']}:{item.part}"))
     return tuple(evidence)
 
 
@@ -337,11 +300,14 @@ def diagnose(
 
     Rules: `rule_set` if given, else `rules` (bundle files or rules folders), else the checkout at
     `root` (rules/ compiled in memory) plus installed rule packs. `only`: rule ids to run.
-    `jobs`: processes for several large files (None: automatic, 1: serial).
+    `jobs`: processes for several large files (None: automatic, 1: serial), at most the CPUs
+    this process may use.
     `kb`: the checkout's knowledge base when the caller has it (read only on a cache miss).
     Raises UsageError for paths that name nothing, or when there are no rules.
     """
     started = time.perf_counter()
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: the number of processes must be 1 or more")
     root_path = Path(root) if root is not None else Path(".")
     if rule_set is None:
         try:
@@ -353,13 +319,18 @@ def diagnose(
         raise UsageError(
             "no rules to run: install a rule pack (the wheel `trainwreck compile` writes to dist/), run in a checkout, or pass --rules"
         )
-    skipped_inputs: list[eng.Skipped] = []
+    skipped_inputs: list[Skipped] = []
     inputs, missing = expand_inputs(paths, skipped_inputs)
     if missing:
         raise UsageError("no such file or folder: " + ", ".join(missing))
     if not inputs and not any(s.unread for s in skipped_inputs):
         raise UsageError("no log files to read")
     warnings = list(rule_set.warnings)
+    if jobs is not None and jobs > (cpus := usable_cpus()):
+        warnings.append(
+            f"--jobs {jobs}: this process may use {cpus} CPU{'s' if cpus != 1 else ''}; "
+            f"using {cpus} process{'es' if cpus != 1 else ''} at most"
+        )
     engine = _engine(selected, warnings)
     if engine is None:
         raise UsageError("no usable rules (see the warnings)")
@@ -377,17 +348,17 @@ def diagnose(
     fired = [o for o in outcomes if o.fired]
     eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
     findings = link_local_pages(build_findings(fired, scan, rule_set.entries), root_path)
-    skipped = [{"file": s.file, "reason": s.reason} for s in _dedupe(scan.skipped)]
+    skipped = _dedupe(scan.skipped)
     elapsed = time.perf_counter() - started
     unread = {s.file for s in scan.skipped if s.unread}
-    stats = {
-        "files": len(scan.files),
-        "lines": scan.lines,
-        "bytes": scan.bytes,
-        "seconds": round(elapsed, 3),
-        "rules": len(selected),
-        "rule_sources": rule_set.sources,
-    }
+    stats = Stats(
+        files=len(scan.files),
+        lines=scan.lines,
+        bytes=scan.bytes,
+        seconds=round(elapsed, 3),
+        rules=len(selected),
+        rule_sources=tuple(rule_set.sources),
+    )
     report = Report(
         findings, skipped, warnings, stats, suggestions=_suggestions(findings, inputs, rule_set)
     )
@@ -409,11 +380,11 @@ def link_local_pages(findings: list[Finding], root: Path) -> list[Finding]:
 
 def _suggestions(
     findings: list[Finding], inputs: list[tuple[str, Any]], rule_set: RuleSet
-) -> list[dict[str, Any]]:
+) -> list[Suggestion]:
     """Closest entries by text similarity, only when no rule fired and the log has error lines."""
     if findings or not rule_set.text_index:
         return []
-    from trainwreck.rules import suggest
+    from trainwreck.engine import suggest
 
     lines = suggest.error_lines(inputs)
     if not lines:
@@ -440,162 +411,14 @@ def _engine(rules: list[dict[str, Any]], warnings: list[str]) -> eng.Engine | No
     return eng.Engine(usable) if usable else None
 
 
-def _dedupe(skipped: list[eng.Skipped]) -> list[eng.Skipped]:
+def _dedupe(skipped: list[Skipped]) -> list[Skipped]:
     counts: dict[tuple[str, str], int] = {}
     for item in skipped:
         counts[(item.file, item.reason)] = counts.get((item.file, item.reason), 0) + 1
     out = []
     for (file, reason), n in counts.items():
-        out.append(eng.Skipped(file, reason if n == 1 else f"{reason} ({n} times)"))
+        out.append(Skipped(file, reason if n == 1 else f"{reason} ({n} times)"))
     return out
-
-
-# --- output -------------------------------------------------------------------------------------
-
-
-def _pct(value: float) -> str:
-    return f"{value:.2f}"
-
-
-# A file name can hold any byte but / and NUL: shown on a terminal, ESC sequences, newlines or C1
-# controls in it would be replayed or forge report lines. Escaped like log text.
-_NAME_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
-
-
-def shown_name(name: str) -> str:
-    """A file name as printed in text and Markdown reports: control characters escaped."""
-    return name.translate(_NAME_ESCAPES)
-
-
-def format_text(report: Report) -> str:
-    stats = report.stats
-    lines: list[str] = []
-    size = stats.get("bytes", 0) / 1e6
-    head = (
-        f"{len(report.findings)} finding(s) in {stats.get('files', 0)} file(s), "
-        f"{stats.get('lines', 0):,} lines, {size:.1f} MB, {stats.get('seconds', 0):.2f} s, "
-        f"{stats.get('rules', 0)} rules"
-    )
-    lines.append(head)
-    if report.nothing_read:
-        lines.append("No input could be read (see Skipped).")
-    elif not report.findings:
-        lines.append("No known failure found.")
-    if report.suggestions:
-        lines += [
-            "",
-            "Suggestions (not findings: no rule fired; closest entries to the error lines):",
-        ]
-        for item in report.suggestions:
-            lines.append(f"  {item['entry']}  similarity {_pct(item['score'])}")
-            lines.append(f"      {eng.evidence_text(item['line'].encode('utf-8', 'replace'))}")
-    for finding in report.findings:
-        lines.append("")
-        lines.append(
-            f"{finding.rank}. {finding.title}  [{finding.entry}]  confidence {_pct(finding.confidence)}"
-        )
-        lines.append(f"   seen: {finding.rule_title} (rules: {', '.join(finding.rules)})")
-        ranks = ", ".join(str(r) for r in finding.ranks) or "unknown"
-        initiating = finding.initiating_rank
-        lines.append(
-            f"   ranks: {ranks}; initiating rank: {initiating if initiating is not None else 'not determined'}"
-        )
-        for reason in finding.why:
-            lines.append(f"   why: {reason}")
-        for note in finding.notes:
-            lines.append(f"   note: {note}")
-        if finding.evidence:
-            lines.append("   evidence:")
-            for item in finding.evidence:
-                lines.append(f"     {shown_name(item.file)}:{item.line}: {item.text}")
-        if finding.root_cause:
-            lines.append(f"   root cause: {finding.root_cause}")
-        fix = finding.fix
-        if fix.get("title"):
-            lines.append(f"   fix: {fix['title']}")
-            for number, step in enumerate(fix.get("steps", []), start=1):
-                lines.append(f"     {number}. " + step.replace("\n", "\n        "))
-        for step in finding.verify:
-            lines.append("   verify: " + step.replace("\n", "\n        "))
-        if finding.url:
-            lines.append(f"   more: {finding.url}")
-        for other in finding.competing:
-            lines.append(f"   competing: {other.entry} ({_pct(other.confidence)}): {other.why}")
-    if report.skipped:
-        lines.append("")
-        lines.append("Skipped:")
-        for item in report.skipped:
-            lines.append(f"  {shown_name(item['file'])}: {item['reason']}")
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("`", "'")
-
-
-def format_markdown(report: Report) -> str:
-    out: list[str] = ["# Trainwreck diagnosis", ""]
-    stats = report.stats
-    out.append(
-        f"{len(report.findings)} finding(s) in {stats.get('files', 0)} file(s), {stats.get('lines', 0):,} lines."
-    )
-    if report.nothing_read:
-        out += ["", "No input could be read (see Skipped)."]
-    elif not report.findings:
-        out += ["", "No known failure found."]
-    if report.suggestions:
-        out += [
-            "",
-            "Suggestions (not findings: no rule fired; closest entries to the error lines):",
-            "",
-        ]
-        for item in report.suggestions:
-            out.append(
-                f"- `{item['entry']}` (similarity {_pct(item['score'])}): {_md(item['line'])}"
-            )
-    for finding in report.findings:
-        out += ["", f"## {finding.rank}. {finding.title}", ""]
-        out.append(
-            f"- **Entry:** [{finding.entry}]({finding.url})"
-            if finding.url
-            else f"- **Entry:** {finding.entry}"
-        )
-        out.append(f"- **Confidence:** {_pct(finding.confidence)} ({'; '.join(finding.why)})")
-        out.append(f"- **Rules:** {', '.join(finding.rules)}")
-        ranks = ", ".join(str(r) for r in finding.ranks) or "unknown"
-        out.append(
-            f"- **Ranks:** {ranks}; **initiating rank:** {finding.initiating_rank if finding.initiating_rank is not None else 'not determined'}"
-        )
-        if finding.root_cause:
-            out.append(f"- **Root cause:** {finding.root_cause}")
-        if finding.evidence:
-            out += ["", "| file:line | text |", "|---|---|"]
-            for item in finding.evidence:
-                out.append(
-                    f"| `{_md(shown_name(item.file))}:{item.line}` | `{_md(item.text[:200])}` |"
-                )
-        fix = finding.fix
-        if fix.get("title"):
-            out += ["", f"**Fix: {fix['title']}**", ""]
-            out += [f"{n}. {_md(step)}" for n, step in enumerate(fix.get("steps", []), start=1)]
-        if finding.verify:
-            out += ["", "**Verify:**", ""] + [f"- {_md(step)}" for step in finding.verify]
-        if finding.competing:
-            out += ["", "**Competing hypotheses:**", ""]
-            out += [f"- {o.entry} ({_pct(o.confidence)}): {o.why}" for o in finding.competing]
-    if report.skipped:
-        out += ["", "## Skipped", ""] + [
-            f"- `{_md(shown_name(s['file']))}`: {s['reason']}" for s in report.skipped
-        ]
-    return "\n".join(out) + "\n"
-
-
-def render(report: Report, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return format_markdown(report)
-    return format_text(report)
 
 
 # --- CLI ---------------------------------------------------------------------------------------
@@ -610,7 +433,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="log files, folders, globs, .gz files, or - for stdin",
     )
     parser.add_argument(
-        "--format", choices=FORMATS, default="text", help="output format (default text)"
+        "--format",
+        choices=tuple(formats.FORMATS),
+        default="text",
+        help="output format: " + "; ".join(f"{f.name} {f.help}" for f in formats.FORMATS.values()),
     )
     parser.add_argument(
         "--rules",
@@ -630,7 +456,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes for several large files (default: automatic; 1: serial)",
+        help="processes for several large files, at most the CPUs this process may use "
+        "(default: automatic; 1: serial)",
     )
 
 
@@ -648,7 +475,7 @@ def run(args: argparse.Namespace) -> int:
         for warning in report.warnings:
             print(f"trainwreck: warning: {warning}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]
-        text = render(report, args.format)
+        text = formats.render(report, args.format)
     except (errors.TrainwreckError, KeyboardInterrupt, BrokenPipeError, MemoryError):
         raise
     except Exception as exc:  # a bug: one line, and never the findings code

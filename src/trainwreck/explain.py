@@ -16,14 +16,133 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainwreck.errors import UsageError
+from trainwreck.findings import Skipped
 from trainwreck.knowledge import KnowledgeBase
 
 MAX_LINES = 8  # lines shown per matcher
 NEAR_MISS_BYTES = 8 << 20  # how much of each log is searched for near misses
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of a log as explain shows it (a matcher's line, or a near miss)."""
+
+    file: str
+    line: int
+    text: str
+    rank: Any = None  # (near misses carry none)
+
+    def to_json(self, with_rank: bool = True) -> dict[str, Any]:
+        if with_rank:
+            return {"file": self.file, "line": self.line, "rank": self.rank, "text": self.text}
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The finite values of a capture (or a series): how many, the least and the largest."""
+
+    min: float | None
+    max: float | None
+    n: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max, "n": self.n}
+
+
+@dataclass(frozen=True)
+class MatcherExplained:
+    kind: str
+    count: int
+    ranks: Mapping[str, int]  # lines per rank (the rank as text)
+    lines: tuple[Line, ...]  # the first MAX_LINES
+    numbers: Mapping[str, Spread]  # per kept capture
+    near_misses: tuple[Line, ...] | None = None  # for a regex matcher that matched nothing
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "kind": self.kind,
+            "count": self.count,
+            "ranks": dict(self.ranks),
+            "lines": [line.to_json() for line in self.lines],
+            "numbers": {name: spread.to_json() for name, spread in self.numbers.items()},
+        }
+        if self.near_misses is not None:
+            out["near_misses"] = [line.to_json(with_rank=False) for line in self.near_misses]
+        return out
+
+
+@dataclass(frozen=True)
+class DetectorExplained:
+    fired: bool
+    outputs: Mapping[str, float | None]
+    ranks: tuple[Any, ...]
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fired": self.fired,
+            "outputs": dict(self.outputs),
+            "ranks": list(self.ranks),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class NameValue:
+    """What a name of the condition reads: a part's truth and count, or a field's values."""
+
+    true: bool | None = None
+    count: float | None = None
+    values: tuple[float | None, ...] | None = None  # a field (part.field): its first values
+
+    def to_json(self) -> dict[str, Any]:
+        if self.values is not None:
+            return {"values": list(self.values)}
+        return {"true": self.true, "count": self.count}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why one rule did or did not fire on some logs (`to_json`: the JSON output's shape)."""
+
+    rule: Mapping[str, str]  # id, entry, title, condition
+    fired: bool
+    confidence: float | None  # when it fired
+    why: str
+    condition_names: Mapping[str, NameValue]
+    matchers: Mapping[str, MatcherExplained]
+    series: Mapping[str, Mapping[str, Spread]]  # per series, per rank: its points
+    detectors: Mapping[str, DetectorExplained]
+    lines_read: int
+    skipped: tuple[Skipped, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": dict(self.rule),
+            "fired": self.fired,
+            "confidence": self.confidence,
+            "why": self.why,
+            "condition_names": {k: v.to_json() for k, v in self.condition_names.items()},
+            "matchers": {k: v.to_json() for k, v in self.matchers.items()},
+            "series": {
+                name: {rank: _series_json(spread) for rank, spread in per_rank.items()}
+                for name, per_rank in self.series.items()
+            },
+            "detectors": {k: v.to_json() for k, v in self.detectors.items()},
+            "lines_read": self.lines_read,
+            "skipped": [item.to_json() for item in self.skipped],
+        }
+
+
+def _series_json(spread: Spread) -> dict[str, Any]:
+    return {"points": spread.n, "min": spread.min, "max": spread.max}
 
 
 def explain(
@@ -34,15 +153,15 @@ def explain(
     rules: list[str] | None = None,
     use_installed: bool = True,
     kb: KnowledgeBase | None = None,
-) -> dict[str, Any]:
-    """The explanation as a JSON-able dict. Raises UsageError on bad input. `kb`: the
+) -> Explanation:
+    """Why the rule did or did not fire. Raises UsageError on bad input. `kb`: the
     checkout's knowledge base when the caller has it."""
     import numpy as np
 
+    from trainwreck import engine as eng
+    from trainwreck.compile.packs import resolve
     from trainwreck.diagnose import expand_inputs
     from trainwreck.rules import condition as cond
-    from trainwreck.rules import engine as eng
-    from trainwreck.rules.bundle import resolve
 
     # A BundleError is a UsageError: an unreadable --rules bundle is reported as such.
     rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
@@ -61,86 +180,89 @@ def explain(
     outcome = eng.evaluate(run, scan)
     files = scan.files
 
-    matchers: dict[str, Any] = {}
+    matchers: dict[str, MatcherExplained] = {}
     for name, state in run.matchers.items():
         numbers = {}
         for field_name, column in state.columns.items():
             values = [v for v in column if isinstance(v, (int, float)) and math.isfinite(v)]
             if values:
-                numbers[field_name] = {"min": min(values), "max": max(values), "n": len(values)}
-        matchers[name] = {
-            "kind": rule["matchers"][name]["kind"],
-            "count": state.count,
-            "ranks": {str(k): v for k, v in state.rank_counts.items()},
-            "lines": [
-                {"file": files[e.file], "line": e.line, "rank": _jsonable(e.rank), "text": e.text}
-                for e in state.evidence[:MAX_LINES]
-            ],
-            "numbers": numbers,
-        }
-        if state.count == 0 and rule["matchers"][name]["kind"] == "regex":
-            matchers[name]["near_misses"] = _near_misses(rule["matchers"][name]["regex"], inputs)
+                numbers[field_name] = Spread(min(values), max(values), len(values))
+        kind = rule["matchers"][name]["kind"]
+        near = None
+        if state.count == 0 and kind == "regex":
+            near = tuple(_near_misses(rule["matchers"][name]["regex"], inputs))
+        matchers[name] = MatcherExplained(
+            kind,
+            state.count,
+            {str(k): v for k, v in state.rank_counts.items()},
+            tuple(
+                Line(e.file, e.line, e.text, _jsonable(e.rank)) for e in state.evidence[:MAX_LINES]
+            ),
+            numbers,
+            near,
+        )
     series = {
         name: {
-            _series_label(rank, files): {
-                "points": int(buffer.points().value.size),
-                "min": _number(np.nanmin(buffer.points().value))
-                if buffer.points().value.size
-                else None,
-                "max": _number(np.nanmax(buffer.points().value))
-                if buffer.points().value.size
-                else None,
-            }
+            _series_label(rank, files): _spread(buffer.points().value)
             for rank, buffer in per_rank.items()
         }
         for name, per_rank in run.series.items()
     }
     detectors = {
-        name: {
-            "fired": result.fired,
-            "outputs": {k: _number(v) for k, v in result.outputs.items()},
-            "ranks": [_jsonable(r) for r in result.ranks],
-            "note": result.note,
-        }
+        name: DetectorExplained(
+            result.fired,
+            {k: _number(v) for k, v in result.outputs.items()},
+            tuple(_jsonable(r) for r in result.ranks),
+            result.note,
+        )
         for name, result in outcome.detectors.items()
     }
     context = eng.RuleContext(run, outcome.detectors)
-    names = {}
+    names: dict[str, NameValue] = {}
     tree = rule.get("condition_ast")
     if tree is not None:
         for name in sorted(cond.referenced_names(tree)):
-            names[name] = {"true": context.truth(name), "count": context.count(name)}
+            names[name] = NameValue(true=context.truth(name), count=context.count(name))
         for part, field_name in sorted(cond.referenced_fields(tree)):
             values = context.numbers(part, field_name)
-            shown = [_number(v) for v in np.atleast_1d(values)[:MAX_LINES]]
-            names[f"{part}.{field_name}"] = {"values": shown}
-    why = _why(rule, outcome.fired, names)
-    return {
-        "rule": {
+            shown = tuple(_number(v) for v in np.atleast_1d(values)[:MAX_LINES])
+            names[f"{part}.{field_name}"] = NameValue(values=shown)
+    return Explanation(
+        {
             "id": rule["id"],
             "entry": rule["entry"],
             "title": rule["title"],
             "condition": rule["condition"],
         },
-        "fired": outcome.fired,
-        "confidence": round(outcome.confidence, 3) if outcome.fired else None,
-        "why": why,
-        "condition_names": names,
-        "matchers": matchers,
-        "series": series,
-        "detectors": detectors,
-        "lines_read": scan.lines,
-        "skipped": [{"file": s.file, "reason": s.reason} for s in scan.skipped],
-    }
+        outcome.fired,
+        round(outcome.confidence, 3) if outcome.fired else None,
+        _why(rule, outcome.fired, names),
+        names,
+        matchers,
+        series,
+        detectors,
+        scan.lines,
+        tuple(scan.skipped),
+    )
 
 
-def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+def _spread(values: Any) -> Spread:
+    """A series' points: how many, and the least and largest of the finite ones."""
+    import numpy as np
+
+    if not values.size:
+        return Spread(None, None, 0)
+    return Spread(_number(np.nanmin(values)), _number(np.nanmax(values)), int(values.size))
+
+
+def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[Line]:
     """Lines holding a piece of the literal text the pattern requires that the pattern does not
     match: where a new wording of the same message usually hides."""
     import re2
 
-    from trainwreck.rules import prefixes, regexes
-    from trainwreck.rules.reading import read_head
+    from trainwreck.engine import prefixes
+    from trainwreck.engine.reading import read_head
+    from trainwreck.rules import regexes
 
     options, ignore_case = regexes.literal_options(pattern)
     if not options:
@@ -152,7 +274,7 @@ def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, 
     body_pattern = "|".join(re2.escape(x) for x in pieces)
     literal = re2.compile(f"(?i:{body_pattern})" if ignore_case else body_pattern)
     full = regexes.compile(pattern)
-    found: list[dict[str, Any]] = []
+    found: list[Line] = []
     for display, source in inputs:
         data = read_head(source, NEAR_MISS_BYTES)
         if data is None:
@@ -161,7 +283,7 @@ def _near_misses(pattern: str, inputs: list[tuple[str, Any]]) -> list[dict[str, 
             body = prefixes.split_prefix(line)[1]
             if literal.search(body) and not full.search(body):
                 text = body.decode("utf-8", "replace")[:200]
-                found.append({"file": display, "line": number, "text": text})
+                found.append(Line(display, number, text))
                 if len(found) >= MAX_LINES:
                     return found
     return found
@@ -173,9 +295,9 @@ def _series_label(rank: Any, files: list[str]) -> str:
     return f"unranked ({files[file_id]})" if isinstance(file_id, int) else str(rank)
 
 
-def _why(rule: dict[str, Any], fired: bool, names: dict[str, Any]) -> str:
-    true = [n for n, v in names.items() if v.get("true")]
-    false = [n for n, v in names.items() if "true" in v and not v["true"]]
+def _why(rule: dict[str, Any], fired: bool, names: dict[str, NameValue]) -> str:
+    true = [n for n, v in names.items() if v.values is None and v.true]
+    false = [n for n, v in names.items() if v.values is None and not v.true]
     verdict = "fired" if fired else "did not fire"
     parts = [f"rule {verdict}: condition `{rule['condition'].strip()}` is {str(fired).lower()}"]
     if true:
@@ -197,63 +319,61 @@ def _jsonable(value: Any) -> Any:
     return value if value is None or isinstance(value, (int, str)) else str(value)
 
 
-def format_text(data: dict[str, Any]) -> str:
-    rule = data["rule"]
+def format_text(data: Explanation) -> str:
+    rule = data.rule
     out = [
         f"rule {rule['id']} ({rule['entry']}): {rule['title']}",
         f"  condition: {rule['condition'].strip()}",
     ]
-    out.append(f"  {data['why']}")
-    if data["fired"]:
-        out.append(f"  confidence {data['confidence']:.2f}")
+    out.append(f"  {data.why}")
+    if data.fired:
+        out.append(f"  confidence {data.confidence:.2f}")
     out.append("")
     out.append("matchers:")
-    for name, info in data["matchers"].items():
-        ranks = ", ".join(f"{k}: {v}" for k, v in info["ranks"].items() if k != "None")
+    for name, info in data.matchers.items():
+        ranks = ", ".join(f"{k}: {v}" for k, v in info.ranks.items() if k != "None")
         out.append(
-            f"  {name} ({info['kind']}): {info['count']} line(s)"
+            f"  {name} ({info.kind}): {info.count} line(s)"
             + (f", by rank {ranks}" if ranks else "")
         )
-        for line in info["lines"]:
-            out.append(f"    {line['file']}:{line['line']}: {_shown(line['text'])}")
-        for field_name, stats in info["numbers"].items():
-            out.append(
-                f"    {field_name}: {stats['n']} value(s), {stats['min']:g} .. {stats['max']:g}"
-            )
-        for miss in info.get("near_misses", []):
-            out.append(f"    near miss {miss['file']}:{miss['line']}: {_shown(miss['text'])}")
-    if data["series"]:
+        for line in info.lines:
+            out.append(f"    {line.file}:{line.line}: {_shown(line.text)}")
+        for field_name, stats in info.numbers.items():
+            out.append(f"    {field_name}: {stats.n} value(s), {stats.min:g} .. {stats.max:g}")
+        for miss in info.near_misses or ():
+            out.append(f"    near miss {miss.file}:{miss.line}: {_shown(miss.text)}")
+    if data.series:
         out += ["", "series:"]
-        for name, per_rank in data["series"].items():
+        for name, per_rank in data.series.items():
             if not per_rank:
                 out.append(f"  {name}: no points")
-            for rank, info in per_rank.items():
+            for rank, spread in per_rank.items():
                 out.append(
-                    f"  {name} rank {rank}: {info['points']} point(s), {info['min']} .. {info['max']}"
+                    f"  {name} rank {rank}: {spread.n} point(s), {spread.min} .. {spread.max}"
                 )
-    if data["detectors"]:
+    if data.detectors:
         out += ["", "detectors:"]
-        for name, info in data["detectors"].items():
-            outputs = ", ".join(f"{k}={v:g}" for k, v in info["outputs"].items() if v is not None)
+        for name, found in data.detectors.items():
+            outputs = ", ".join(f"{k}={v:g}" for k, v in found.outputs.items() if v is not None)
             out.append(
-                f"  {name}: {'fired' if info['fired'] else 'not fired'}"
+                f"  {name}: {'fired' if found.fired else 'not fired'}"
                 + (f" ({outputs})" if outputs else "")
             )
-            if info["note"]:
-                out.append(f"    {info['note']}")
+            if found.note:
+                out.append(f"    {found.note}")
     out += ["", "condition names:"]
-    for name, info in data["condition_names"].items():
-        if "true" in info:
-            out.append(f"  {name} = {str(info['true']).lower()} (count {info['count']:g})")
+    for name, value in data.condition_names.items():
+        if value.values is None:
+            out.append(f"  {name} = {str(value.true).lower()} (count {value.count:g})")
         else:
-            out.append(f"  {name} = {info['values']}")
-    for skipped in data["skipped"]:
-        out.append(f"skipped {skipped['file']}: {skipped['reason']}")
+            out.append(f"  {name} = {list(value.values)}")
+    for skipped in data.skipped:
+        out.append(f"skipped {skipped.file}: {skipped.reason}")
     return "\n".join(out) + "\n"
 
 
 def _shown(text: str) -> str:
-    from trainwreck.rules.engine import evidence_text
+    from trainwreck.engine.reading import evidence_text
 
     return evidence_text(text.encode("utf-8", "replace"))[:200]
 
@@ -285,7 +405,7 @@ def run(args: argparse.Namespace) -> int:
         kb=KnowledgeBase.load(args.root),
     )
     if args.format == "json":
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(data.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(format_text(data))
-    return 0 if data["fired"] else 1
+    return 0 if data.fired else 1

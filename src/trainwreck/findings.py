@@ -1,14 +1,15 @@
-"""What a diagnosis reports: a `Finding` per failure found, with its `Evidence` lines and the
-`Competing` hypotheses. Built by diagnose.build_findings and read by every renderer (text,
-Markdown, JSON) and by compile's regression check; `to_json` gives the report's JSON shape (its
-keys in their documented order), so the JSON output does not depend on how the model is held."""
+"""What a diagnosis reports: a `Report` of a `Finding` per failure found, with its `Evidence`
+lines and the `Competing` hypotheses, the inputs `Skipped`, the `Suggestion`s made when no rule
+fired and the `Stats` of the scan. Built by diagnose and read by every renderer (formats.py) and
+by compile's regression check; `to_json` gives the report's JSON shape (its keys in their
+documented order), so the JSON output does not depend on how the model is held."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 RankKey = Any  # an int rank, a host label ("node-2"), or None
 
@@ -20,15 +21,35 @@ def rank_json(rank: Any) -> Any:
     return rank
 
 
-@dataclass(frozen=True)
+class FirstKey(NamedTuple):
+    """Where a matcher first matched, as reports order it: by time, then input, then line."""
+
+    t: float  # Unix time of the line; NaN without a timestamp
+    file: int  # the input's position in the scan
+    line: int
+
+    def order(self) -> FirstKey:
+        """The key lines are ordered by: a line without a time after every timed line."""
+        return FirstKey(self.t if math.isfinite(self.t) else math.inf, self.file, self.line)
+
+
+NEVER = FirstKey(math.inf, 1 << 30, 1 << 30)  # the order of a part that matched nothing
+
+
+@dataclass(slots=True)
 class Evidence:
-    """One log line that supports a finding."""
+    """One log line that supports a finding: recorded by the engine when a part of a rule
+    matches it (its text read later for detector events, known at first only by position), and
+    shown in the report with the rule's id before its part."""
 
     file: str  # the input's display name
     line: int
-    text: str  # escaped and bounded (reading.evidence_text)
+    text: str  # escaped and bounded (reading.evidence_text); "" until read
     rank: RankKey
-    part: str  # "rule-id:matcher-or-detector"
+    part: str  # the matcher or detector; "rule-id:part" in a finding
+    t: float = math.nan  # Unix time of the line (NaN without a timestamp)
+    offset: int = -1  # byte offset of the line in its (decompressed) input; -1: unknown
+    file_id: int = -1  # the input's position in the scan
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,7 +95,7 @@ class Finding:
     why: tuple[str, ...]
     notes: tuple[str, ...]
     detectors: Mapping[str, Mapping[str, float | None]]  # "rule:detector" -> its outputs
-    first: tuple[float, int, int] = field(default=(math.inf, 0, 0), compare=False, repr=False)
+    first: FirstKey = field(default=FirstKey(math.inf, 0, 0), compare=False, repr=False)
     competing: tuple[Competing, ...] = ()
     rank: int = 0  # 1 = reported first
 
@@ -99,3 +120,77 @@ class Finding:
             "competing": [other.to_json() for other in self.competing],
             "rank": self.rank,
         }
+
+
+@dataclass
+class Skipped:
+    """An input, or part of one, that was not read, and why (one line, shown as it is)."""
+
+    file: str
+    reason: str
+    unread: bool = False  # nothing of the file could be read (diagnose exits 3 when all are)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """An entry whose own words are closest to an error line of a log no rule fired on."""
+
+    entry: str
+    score: float  # cosine similarity, rounded to 3 places
+    line: str  # "file:line: text" of the closest error line
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.entry, "score": self.score, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What a diagnosis read, and how long it took."""
+
+    files: int = 0
+    lines: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    rules: int = 0
+    rule_sources: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "rules": self.rules,
+            "rule_sources": list(self.rule_sources),
+        }
+
+
+@dataclass
+class Report:
+    """A diagnosis: its findings in report order, and what it could not read."""
+
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stats: Stats = field(default_factory=Stats)
+    nothing_read: bool = False  # every input was unreadable (exit 3)
+    suggestions: list[Suggestion] = field(default_factory=list)  # only when nothing fired
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "findings": [finding.to_json() for finding in self.findings],
+            "suggestions": [suggestion.to_json() for suggestion in self.suggestions],
+            "skipped": [item.to_json() for item in self.skipped],
+            "stats": self.stats.to_json(),
+        }
+
+    @property
+    def entries(self) -> list[str]:
+        return [f.entry for f in self.findings]
+
+    @property
+    def rules(self) -> set[str]:
+        return {rule for f in self.findings for rule in f.rules}

@@ -8,7 +8,8 @@ because a contributor who writes it expects it to do something, and a reviewer s
   a processing instruction or CDATA section; placeholders such as `<file>` or `<rank>` are text;
 - an event-handler attribute (`onload=`) in anything shaped like a tag;
 - a link or image whose target is not http(s), mailto or relative (`javascript:`, `data:`,
-  `vbscript:` ...), judged as a browser reads the URL (entities decoded, tabs dropped);
+  `vbscript:` ...), judged as a browser reads the URL (entities decoded, tabs dropped), or that
+  looks relative but leaves the site (`/\\host/p.png`: a browser reads a backslash as a slash);
 - attribute lists (`{: ...}`, `{ .class }`, `{ #id }`, `{ key=value }`), which the site's
   Markdown would apply to its own elements.
 
@@ -193,6 +194,17 @@ def link_scheme(url: str) -> str | None:
     return match.group(1) if match else None
 
 
+def network_path(url: str) -> str | None:
+    """The start of `url` when a browser reads it (no scheme) as a link to another host: two
+    slashes, or a slash and a backslash in either order, or two backslashes (WHATWG URL parsing
+    turns "\\" into "/" in an http(s) URL, strips leading spaces and control characters and
+    drops tabs and newlines anywhere, after the HTML attribute's entities are decoded). None for
+    a link within the site."""
+    decoded = "".join(c for c in html.unescape(url) if c not in "\t\n\r")
+    start = decoded.lstrip("".join(map(chr, range(0x21))))[:2]
+    return start if len(start) == 2 and set(start) <= {"/", "\\"} else None
+
+
 def markup_findings(text: str) -> list[str]:
     """What in `text` would be markup rather than text, one phrase each (in order)."""
     prose = _blank_code(text)
@@ -214,6 +226,14 @@ def markup_findings(text: str) -> list[str]:
             scheme = link_scheme(match.group(1))
             if scheme is not None and scheme not in LINK_SCHEMES:
                 found.append((match.start(), f"a link to a '{scheme}:' URL"))
+            elif scheme is None and "\\" in (start := network_path(match.group(1)) or ""):
+                found.append(
+                    (
+                        match.start(),
+                        f"a link to another host written as '{start}' "
+                        "(a browser reads '\\' as '/')",
+                    )
+                )
     for match in _ATTR_LIST_RE.finditer(prose):
         shown = " ".join(match.group(0).split())
         shown = shown if len(shown) <= 40 else shown[:39] + "…"

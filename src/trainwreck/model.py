@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,16 @@ SCHEMA_DIR_NAMES = ("schemas",)
 Path_ = tuple[str | int, ...]
 
 
+class Severity(str, Enum):
+    """How bad a problem is. str-valued: compares, sorts and serialises as its value."""
+
+    ERROR = "error"  # the file cannot be used as it is
+    WARNING = "warning"  # it can, but something in it is probably wrong
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One thing wrong with one file, located as precisely as we can."""
@@ -50,7 +61,11 @@ class Problem:
     column: int
     path: str  # dotted location inside the document ("fix.primary.steps[0]"), or "" for the file
     message: str
-    severity: str = "error"  # error | warning
+    severity: Severity = Severity.ERROR
+
+    def __post_init__(self) -> None:
+        # Problems read back from JSON (caches, stamps) carry the value as text.
+        object.__setattr__(self, "severity", Severity(self.severity))
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}"
@@ -92,7 +107,12 @@ class Document:
             probe = probe[:-1]
 
     def problem(
-        self, path: Path_, message: str, *, key: bool = False, severity: str = "error"
+        self,
+        path: Path_,
+        message: str,
+        *,
+        key: bool = False,
+        severity: Severity | str = Severity.ERROR,
     ) -> Problem:
         line, column = self.position(path, key=key)
         return Problem(self.file, line, column, format_path(path), message, severity)

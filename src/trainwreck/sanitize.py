@@ -29,7 +29,7 @@ from functools import cache
 from html.parser import HTMLParser
 from typing import Any
 
-from trainwreck.markup import LINK_SCHEMES, link_scheme
+from trainwreck.markup import LINK_SCHEMES, link_scheme, network_path
 
 # Characters that Python-Markdown (with the tables extension) treats as syntax and accepts a
 # backslash escape for; a backslash before any other character would be shown.
@@ -158,7 +158,10 @@ def _attribute_filter(
         if scheme is not None and scheme not in LINK_SCHEMES:
             return None
         value = "".join(c for c in value if c not in "\t\n\r")
-        relative = scheme is None and not value.lstrip().startswith("//")
+        other_host = network_path(value)
+        relative = scheme is None and other_host is None
+        if other_host is not None and "\\" in other_host:
+            return None  # "/\\host": another host dressed as a path
         if tag == "img":
             # Images only from the page's own folder: no tracking pixels, no data: documents.
             return value if relative else None

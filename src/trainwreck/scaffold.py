@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+from trainwreck.compile.wheel import name_taken
 from trainwreck.errors import CommandProblem, CommandUsageError, TrainwreckError
 
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -387,7 +388,7 @@ jobs:
 def pack_files(name: str) -> dict[str, str]:
     """The files of a new rule-pack repository, by path relative to it."""
     from trainwreck import __version__
-    from trainwreck.rules.wheel import normalise
+    from trainwreck.compile.wheel import normalise
 
     module = normalise(name)
     return {
@@ -413,8 +414,13 @@ def scaffold_pack(parent: Path, name: str) -> Path:
         raise ValueError(
             f"'{name}' is not a kebab-case pack name (lowercase letters, digits and single hyphens)"
         )
-    if name == "trainwreck-rules" or name == "trainwreck":
-        raise ValueError(f"'{name}' is the name of the public package; choose your own")
+    if name == "trainwreck-rules":
+        raise ValueError(f"'{name}' is the name of the public rule pack; choose your own")
+    if (taken := name_taken(name)) is not None:
+        raise ValueError(
+            f"pack name '{name}' would replace another distribution when installed ({taken}): "
+            "choose another name"
+        )
     target = parent / name
     if target.exists():
         raise FileExistsError(str(target))

@@ -123,6 +123,14 @@ def cache_dir(root: Path) -> Path:
     return Path(base) / digest
 
 
+def shared_cache_dir(root: Path) -> Path:
+    """ROOT/build, or $TRAINWRECK_CACHE_DIR/shared when it is set: for what depends on the
+    installed libraries rather than on the checkout (`check`'s name lookups), so every checkout
+    using the same environment shares it."""
+    base = os.environ.get(CACHE_DIR_VARIABLE)
+    return Path(base) / "shared" if base else root / "build"
+
+
 def stamp_path(root: Path, stage: str) -> Path:
     return cache_dir(root) / "stamps" / f"{stage}.json"
 

@@ -18,14 +18,25 @@ from trainwreck.model import Entry, Problem
 
 # Fields the digest leaves out: the audit writes them.
 UNDIGESTED = ("checked", "status", "updated")
+# ... and, at any depth, a code block's `runs`: a test under tests/examples/ vouches for it, not the
+# audit, so marking an example's runnability does not invalidate a check of the entry's facts.
+UNDIGESTED_NESTED = ("runs",)
 DIGEST_LENGTH = 12
 
 
 def content_digest(data: dict[str, Any]) -> str:
     """A stable digest of the entry's content: canonical JSON of every field but UNDIGESTED."""
-    content = {key: value for key, value in data.items() if key not in UNDIGESTED}
+    content = _without_nested({key: value for key, value in data.items() if key not in UNDIGESTED})
     canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_LENGTH]
+
+
+def _without_nested(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nested(v) for k, v in value.items() if k not in UNDIGESTED_NESTED}
+    if isinstance(value, list):
+        return [_without_nested(v) for v in value]
+    return value
 
 
 def is_current(entry: Entry) -> bool:

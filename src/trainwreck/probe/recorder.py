@@ -44,6 +44,9 @@ RESERVED = frozenset({"v", "t", "rank", "event"})
 # Lines encoded and written at a time: a producer that outpaces the writer must not grow the
 # writer's own list (one drain takes at most what the buffer held when it began).
 MAX_BATCH = 4096
+# Strings (values, names, event names) are cut at this many characters: a 10 MB string must not
+# become a 10 MB line (diagnose reads at most 64 KiB of a line anyway).
+MAX_TEXT = 4096
 
 # One encoder for all events: json.dumps with any keyword argument builds a new encoder per call,
 # which costs more than the encoding itself.
@@ -138,8 +141,10 @@ def _scalar(value: Any) -> Any:
     """A JSON-safe scalar for a user metric. Tensors and numpy scalars become Python numbers here,
     in the caller's thread, so the buffer never keeps a tensor (or its autograd graph) alive.
     Never raises: what cannot be converted is recorded as text, or by its type name."""
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return _bounded(value)
     if isinstance(value, int):
         return _integer(value)
     if isinstance(value, float):
@@ -171,9 +176,16 @@ def _integer(value: int) -> Any:
         return "Infinity" if value > 0 else "-Infinity"
 
 
+def _bounded(text: str) -> str:
+    """`text`, cut at MAX_TEXT characters with a note of how long it was."""
+    if len(text) <= MAX_TEXT:
+        return text
+    return f"{text[:MAX_TEXT]}... [cut: {len(text):,} characters, the first {MAX_TEXT:,} kept]"
+
+
 def _text(value: Any) -> str:
     try:
-        return str(value)
+        return _bounded(str(value))
     except Exception:
         try:
             name = type(value).__name__
@@ -254,7 +266,7 @@ class _Step:
         probe = self._probe
         if not probe._active:  # closed or failed mid-step: keep the buffer empty
             return False
-        error = None if exc_type is None else exc_type.__name__
+        error = None if exc_type is None else _bounded(exc_type.__name__)
         probe._put(
             (
                 "step",
@@ -402,7 +414,7 @@ class Probe:
         for name, value in values.items():
             if name in RESERVED:
                 continue  # would corrupt the envelope; documented
-            fields[name] = _scalar(value)
+            fields[_bounded(name)] = _scalar(value)
         if "step" not in fields and self._next_step > 0:
             fields["step"] = self._next_step - 1
         self._put(("metric", time.time_ns(), fields))
@@ -411,7 +423,9 @@ class Probe:
         """Record a custom event (for integrations); the schema accepts any other event name."""
         if not self._active:
             return
-        clean = {key: _scalar(value) for key, value in fields.items() if key not in RESERVED}
+        clean = {
+            _bounded(key): _scalar(value) for key, value in fields.items() if key not in RESERVED
+        }
         self._put(("custom", time.time_ns(), _text(name), clean))
 
     def flush(self) -> None:
@@ -656,7 +670,9 @@ class Probe:
 def _close_all_at_exit() -> None:
     # sys.last_value is set when an uncaught exception was printed: the loop died of it.
     last = getattr(sys, "last_value", None)
-    reason, error = ("exception", type(last).__name__) if last is not None else ("exit", None)
+    reason, error = (
+        ("exception", _bounded(type(last).__name__)) if last is not None else ("exit", None)
+    )
     for probe in list(_LIVE):
         probe.close(reason, error)
 

@@ -93,7 +93,7 @@ def _rule_logs(rule: dict[str, Any]) -> list[str]:
 
 def _regression_problems(kb: KnowledgeBase, rule_path: str, rule_id: str | None) -> list[Problem]:
     """Validation problems of one rule file plus its regression verdict, as compile judges it."""
-    from trainwreck.rules.regression import run_rule_tests
+    from trainwreck.compile.regression import run_rule_tests
 
     loaded = kb.rules
     problems = [p for p in loaded.problems if p.file == rule_path and p.severity == "error"]
@@ -107,7 +107,7 @@ def _regression_problems(kb: KnowledgeBase, rule_path: str, rule_id: str | None)
 def review_rules(
     base_kb: KnowledgeBase, head_kb: KnowledgeBase, review: Review, entry_changes: list[FileChange]
 ) -> None:
-    from trainwreck.rules.regression import run_rule_tests
+    from trainwreck.compile.regression import run_rule_tests
 
     base, head = base_kb.root, head_kb.root
     head_loaded = head_kb.rules
@@ -173,7 +173,7 @@ def review_rules(
 
 
 def _whole_pack(kb: KnowledgeBase) -> Any:
-    from trainwreck.rules.bundle import RuleSet, compile_folder
+    from trainwreck.compile.packs import RuleSet, compile_folder
 
     rule_set = RuleSet()
     if (kb.root / "rules").is_dir():
@@ -318,7 +318,7 @@ def affected_pages(
     entry_changes: list[FileChange],
     notebook_changes: list[FileChange],
 ) -> list[str]:
-    from trainwreck.rules.bundle import site_url
+    from trainwreck.compile.bundle import site_url
 
     url = site_url(head)
     pages: dict[str, str] = {}

@@ -16,12 +16,8 @@ from typing import Any
 
 import re2
 
-try:  # Python 3.11+
-    import re._constants as _sre_c
-    import re._parser as _sre_p
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_p  # type: ignore[no-redef]
+from trainwreck.rules.regex_internals import parse as _python_parse
+from trainwreck.rules.regex_internals import sre_constants as _sre_c
 
 # Python's parser reads RE2-only syntax differently ([[:digit:]] as a class of ':', 'd'...,
 # \pN, \C, \Q...\E): patterns holding any of it are not analysed.
@@ -87,7 +83,7 @@ def group_names(pattern: str) -> list[str]:
 def _parse(pattern: str) -> Any:
     """Python's parse of a pattern, once per pattern (the literals and the digit analysis both
     read it). Raises what the parser raises."""
-    return _sre_p.parse(pattern)
+    return _python_parse(pattern)
 
 
 def compile(pattern: str) -> Any:

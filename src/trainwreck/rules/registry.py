@@ -1,22 +1,21 @@
 """The detector registry: everything the toolkit knows about each kind of detector, in one table.
 
-Rule validation (rules/model.py) and evaluation (rules/evaluation.py) iterate over it, and
+Rule validation (rules/model.py) and evaluation (engine/evaluation.py) iterate over it, and
 tests/test_rules_registry.py checks it against schemas/rule.schema.json (kinds, parameter names,
-defaults, outputs), so the schema, the validator and the engine cannot drift apart.
+defaults, outputs) and against the engine's detector functions, so the schema, the validator and
+the engine cannot drift apart.
 
-Adding a detector: write its function (rules/detectors.py shows the shape: the series of every
-rank and the settings in, a `DetectorResult` out), register a `DetectorKind` below, and describe
-its settings in the schema's `detectors` section.
+Adding a detector: write its function in engine/detectors.py (the series of every rank and the
+settings in, a `DetectorResult` out) and list it in that module's FUNCTIONS, register a
+`DetectorKind` below, and describe its settings in the schema's `detectors` section.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
-
-from trainwreck.rules import detectors as det
 
 # What a detector reads: one series (`series`), two series paired by rank and index (`series`
 # and `with`), or the point events of two parts, matchers or event detectors (`a` and `b`).
@@ -28,8 +27,6 @@ EVENTS = "events"
 @dataclass(frozen=True)
 class DetectorKind:
     kind: str
-    run: Callable[..., Any]  # series: (series, settings); series_pair: (series, other, settings);
-    # events: (table_a, table_b, settings) -> (result, hit mask)
     inputs: str  # SERIES, SERIES_PAIR or EVENTS
     references: tuple[str, ...]  # parameters naming a series (SERIES*) or a part (EVENTS)
     defaults: Mapping[str, Any]  # optional parameters and their defaults
@@ -56,7 +53,6 @@ def _table(*kinds: DetectorKind) -> Mapping[str, DetectorKind]:
 DETECTORS: Mapping[str, DetectorKind] = _table(
     DetectorKind(
         "periodic_stalls",
-        det.periodic_stalls,
         SERIES,
         ("series",),
         {
@@ -86,7 +82,6 @@ DETECTORS: Mapping[str, DetectorKind] = _table(
     ),
     DetectorKind(
         "drift",
-        det.drift,
         SERIES,
         ("series",),
         {"min_increase": 0.15, "min_delta": 0.0, "peers": True, "min_points": 6},
@@ -96,7 +91,6 @@ DETECTORS: Mapping[str, DetectorKind] = _table(
     ),
     DetectorKind(
         "rank_outlier",
-        det.rank_outlier,
         SERIES,
         ("series",),
         {"min_mad": 5.0, "min_ratio": 1.1, "below": False},
@@ -106,7 +100,6 @@ DETECTORS: Mapping[str, DetectorKind] = _table(
     ),
     DetectorKind(
         "threshold",
-        det.threshold,
         SERIES,
         ("series",),
         {"min_count": 1},
@@ -117,7 +110,6 @@ DETECTORS: Mapping[str, DetectorKind] = _table(
     ),
     DetectorKind(
         "cooccur",
-        det.cooccur,
         EVENTS,
         ("a", "b"),
         {"by": "time", "same_rank": False, "min_count": 1, "min_fraction": 0.0},
@@ -126,7 +118,6 @@ DETECTORS: Mapping[str, DetectorKind] = _table(
     ),
     DetectorKind(
         "correlation",
-        det.correlation,
         SERIES_PAIR,
         ("series", "with"),
         {"min_r": 0.5, "min_points": 10},
@@ -135,7 +126,6 @@ DETECTORS: Mapping[str, DetectorKind] = _table(
     ),
     DetectorKind(
         "jump",
-        det.jump,
         SERIES,
         ("series",),
         {

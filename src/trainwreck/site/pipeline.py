@@ -92,7 +92,7 @@ def compile_stage(root: Path, kb: KnowledgeBase | None = None) -> int:
     write build/rules/bundle.json and the rule wheel into dist/); returns the rule count."""
     if not any((root / "rules").glob("*.yaml")):
         return 0  # nothing to compile yet (a new knowledge base); the pages say "no rule yet"
-    from trainwreck.rules.compile import CompileOptions, compile_pack, report
+    from trainwreck.compile.command import CompileOptions, compile_pack, report
 
     kb = kb or KnowledgeBase.load(root)
     options = CompileOptions()

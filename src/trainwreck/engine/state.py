@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.rules import detectors as det
-from trainwreck.rules.captures import Plan, plan_of
-from trainwreck.rules.reading import Skipped
+from trainwreck.engine import detectors as det
+from trainwreck.engine.captures import Plan, plan_of
+from trainwreck.findings import Evidence, FirstKey, Skipped
 from trainwreck.rules.registry import DETECTORS, EVENTS
 
 MAX_EVIDENCE_PER_MATCHER = 24
@@ -201,28 +201,15 @@ def _regrid(table: np.ndarray, stride: int, outlier_stride: int) -> np.ndarray:
 
 
 @dataclass
-class Evidence:
-    file: int
-    line: int
-    text: str
-    rank: Any
-    t: float
-    part: str
-    offset: int = -1
-
-
-@dataclass
 class MatcherState:
     count: int = 0
     rank_counts: dict[Any, int] = field(default_factory=dict)
     evidence: list[Evidence] = field(default_factory=list)
-    first: dict[Any, tuple[float, int, int]] = field(
-        default_factory=dict
-    )  # rank -> (t, file, line)
+    first: dict[Any, FirstKey] = field(default_factory=dict)  # rank -> its first line
     columns: dict[str, list[Any]] = field(default_factory=dict)
-    events: list[tuple[Any, float, float, int, int, int]] | None = (
-        None  # rank, t, step, file, line, offset
-    )
+    # Point events (index: the line's 'step' capture), kept for the event detectors that read
+    # this matcher (cooccur); None when none does.
+    events: list[det.Event] | None = None
     truncated: bool = False
 
 
@@ -274,6 +261,18 @@ class ScanResult:
             return None
         self.ranks_seen.add(rank)
         return rank
+
+
+@dataclass(slots=True)
+class FileScan:
+    """One input as it is scanned: its position in the scan and its name (what evidence and
+    first lines record), the rank its path names, and the state the scan records into."""
+
+    file_id: int
+    name: str
+    rank: Any  # the rank (or host label) of the input's path, or None
+    runs: list[RuleRun]
+    result: ScanResult
 
 
 # --- the compiled rule set ------------------------------------------------------------------------

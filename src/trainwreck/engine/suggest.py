@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from trainwreck.findings import Suggestion
+
 MIN_SCORE = 0.3  # cosine similarity below which an entry is not suggested
 TOP = 3  # suggestions shown at most
 MAX_LINES = 400  # error-like lines compared per diagnose
@@ -172,8 +174,8 @@ def suggest(
     *,
     top: int = TOP,
     min_score: float = MIN_SCORE,
-) -> list[dict[str, Any]]:
-    """[{entry, score, line}] for the entries closest to the error lines, best first."""
+) -> list[Suggestion]:
+    """The entries closest to the error lines, best first."""
     best: dict[str, tuple[float, str]] = {}
     for display, number, text in lines:
         scores = index.scores(text)
@@ -183,7 +185,7 @@ def suggest(
             if entry_id not in best or score > best[entry_id][0]:
                 best[entry_id] = (score, f"{display}:{number}: {text[:200]}")
     ranked = sorted(best.items(), key=lambda item: -item[1][0])[:top]
-    return [{"entry": e, "score": round(s, 3), "line": line} for e, (s, line) in ranked]
+    return [Suggestion(e, round(s, 3), line) for e, (s, line) in ranked]
 
 
 def _error_pattern() -> Any:
@@ -197,8 +199,8 @@ def error_lines(
 ) -> list[tuple[str, int, str]]:
     """Error-like lines of the logs (files only; stdin was consumed by the scan), read through
     the paste-shape layer, with their file and line number."""
-    from trainwreck.rules import prefixes
-    from trainwreck.rules.reading import head_blocks
+    from trainwreck.engine import prefixes
+    from trainwreck.engine.reading import head_blocks
 
     found: list[tuple[str, int, str]] = []
     search = _error_pattern().search

@@ -12,34 +12,44 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
-from trainwreck.rules import regexes
-from trainwreck.rules.evaluation import order_key
-from trainwreck.rules.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
-from trainwreck.rules.reading import read_blocks, read_head
-from trainwreck.rules.state import (
+from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
+from trainwreck.engine.reading import read_blocks, read_head
+from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
+    FileScan,
     MatcherState,
     ScanResult,
     SeriesBuffer,
-    Skipped,
     thin_series,
 )
+from trainwreck.findings import Skipped
+from trainwreck.rules import regexes
+from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
 if TYPE_CHECKING:
-    from trainwreck.rules.scanning import Engine
+    from trainwreck.engine.scanning import Engine
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this, process start-up costs more than it saves
 SPLIT_MIN_BYTES = 64 << 20  # a plain file this large may be scanned in parts
-_U = re2._re2.RE2.Anchor.UNANCHORED
 # The engine of a parallel scan, inherited by the forked workers (compiled RE2 objects do not
 # pickle).
 _WORKER_ENGINE: Engine | None = None
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, which a container or `taskset`
+    narrows), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
-    """How many processes: one per file up to the CPU count, only for plain files, and (when
-    automatic) only when there is enough input to repay starting them."""
+    """How many processes: one per file up to the usable CPUs (an explicit `jobs` is capped
+    there too: more processes than CPUs only add start-up, memory and pickling), only for plain
+    files, and (when automatic) only when there is enough input to repay starting them."""
     if jobs == 1 or not inputs or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     sources = [source for _, source in inputs]
@@ -53,8 +63,8 @@ def workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
         return 1
     # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see _plan_parts).
     tasks = sum(max(1, size // SPLIT_MIN_BYTES) for size in sizes)
-    cpus = os.cpu_count() or 1
-    return max(1, min(jobs or cpus, cpus if jobs is None else jobs, tasks))
+    cpus = usable_cpus()
+    return max(1, min(cpus if jobs is None else jobs, cpus, tasks))
 
 
 def scan_parallel(
@@ -77,42 +87,83 @@ def scan_parallel(
         _WORKER_ENGINE = None
 
 
+# A task for the workers: (file id, display, source, byte range or None) of consecutive files,
+# or one part of a cut file.
+Task = list[tuple[int, str, Any, "tuple[int, int, int] | None"]]
+TASKS_PER_WORKER = 4  # small files are grouped into about this many tasks per worker
+
+
+def plan_tasks(
+    engine: Engine, inputs: list[tuple[str, Any]], workers: int
+) -> list[tuple[Task, list[bytes]]]:
+    """The tasks of a parallel scan in input order, each with the rank prefixes to admit before
+    it (those a serial scan samples from a cut file's blocks). With fewer files than workers, a
+    large plain file is cut into parts, a task each. Otherwise consecutive files share a task
+    until it holds 1 / (TASKS_PER_WORKER * workers) of the input: a task per small file costs
+    more (a fresh state for every rule, pickled back and merged) than scanning it."""
+    tasks: list[tuple[Task, list[bytes]]] = []
+    if len(inputs) < workers:
+        for file_id, (display, source) in enumerate(inputs):
+            parts = engine._plan_parts(source, display, workers)
+            if parts is None:
+                tasks.append(([(file_id, display, source, None)], []))
+                continue
+            ranks, ranges = parts
+            for index, piece in enumerate(ranges):
+                tasks.append(([(file_id, display, source, piece)], ranks if index == 0 else []))
+        return tasks
+    sizes = []
+    for _, source in inputs:
+        try:
+            sizes.append(os.path.getsize(source))
+        except OSError:
+            sizes.append(0)
+    share = sum(sizes) / (TASKS_PER_WORKER * workers)
+    task: Task = []
+    held = 0
+    for file_id, ((display, source), size) in enumerate(zip(inputs, sizes, strict=True)):
+        task.append((file_id, display, source, None))
+        held += size
+        if held >= share:
+            tasks.append((task, []))
+            task, held = [], 0
+    if task:
+        tasks.append((task, []))
+    return tasks
+
+
 def _scan_in_pool(
     engine: Engine, inputs: list[tuple[str, Any]], workers: int, result: ScanResult, budget: int
 ) -> None:
-    """Submit every file (or its parts) to forked workers and merge what they find in input
-    order, keeping the series within `budget`."""
+    """Submit every group of files, or part of a file, to forked workers and merge what they
+    find in input order, keeping the series within `budget`."""
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        tasks: list[tuple[str, list[Any]]] = []
-        for file_id, (display, source) in enumerate(inputs):
-            parts = engine._plan_parts(source, display, workers) if len(inputs) < workers else None
-            if parts is None:
-                tasks.append((display, [pool.submit(_scan_one, file_id, display, source)]))
-                continue
-            ranks, ranges = parts
+        submitted = []
+        for task, ranks in plan_tasks(engine, inputs, workers):
             for hit in ranks:
                 result.admit_rank(rank_number(hit))
-            tasks.append(
-                (
-                    display,
-                    [
-                        pool.submit(_scan_one, file_id, display, source, start, end, line)
-                        for start, end, line in ranges
-                    ],
-                )
-            )
-        for display, futures in tasks:
-            result.files.append(display)
-            for index, future in enumerate(futures):
-                try:
-                    part = future.result()
-                except Exception as exc:  # a worker killed (out of memory) or failing
-                    what = "could not be scanned" if len(futures) == 1 else "was cut short"
+            submitted.append((task, pool.submit(_scan_task, task)))
+        last_file = failed_file = -1
+        for task, future in submitted:
+            continues = task[0][0] == last_file  # the next part of a cut file
+            if continues and task[0][0] == failed_file:
+                continue  # an earlier part failed: the file was reported cut short there
+            for file_id, display, _, _ in task:
+                if file_id != last_file:
+                    result.files.append(display)
+                    last_file = file_id
+            try:
+                part = future.result()
+            except Exception as exc:  # a worker killed (out of memory) or failing
+                cut = task[0][3] is not None
+                what = "was cut short" if cut else "could not be scanned"
+                for _, display, _, _ in task:
                     result.skipped.append(Skipped(display, f"{what} ({exc!r}); skipped"))
-                    break
-                merge(result, part, continues=index > 0)
-                thin_series(result.runs, budget)
+                failed_file = task[0][0]
+                continue
+            merge(result, part, continues=continues)
+            thin_series(result.runs, budget)
 
 
 def plan_parts(
@@ -204,8 +255,8 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
         alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p, _ in starts]
         opts = regexes.options()
         opts.never_capture = True
-        engine._start_filter = re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
-    return engine._start_filter.Match(_U, tail, 0, len(tail))[0][0] < 0
+        engine._start_filter = raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
+    return engine._start_filter.Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
 
 
 @dataclass
@@ -219,21 +270,29 @@ class Part:
     bytes: int
 
 
-def _scan_one(
-    file_id: int, display: str, source: Any, start: int = 0, end: int = -1, line: int = 1
-) -> Part:
+def _scan_task(task: Task) -> Part:
+    """Scan a task's files (or one part of a file) in a worker, as a serial scan of them would:
+    a file that fails is skipped with its reason and the others are still scanned."""
     engine = _WORKER_ENGINE
     assert engine is not None
     runs = engine.new_runs()
     result = ScanResult(runs, [], [], set(), 0, 0)
-    file_rank = rank_from_path(display)
-    if file_rank is not None:
-        result.ranks_seen.add(file_rank)
-    part = (start, end, line) if end >= 0 else None
-    try:
-        engine._scan_file(source, display, file_id, file_rank, runs, result, part)
-    except MemoryError:
-        result.skipped.append(Skipped(display, "out of memory while reading; the rest was skipped"))
+    for file_id, display, source, part in task:
+        scan = FileScan(file_id, display, rank_from_path(display), runs, result)
+        if scan.rank is not None:
+            result.ranks_seen.add(scan.rank)
+        try:
+            engine._scan_file(source, scan, part)
+        except MemoryError:
+            result.skipped.append(
+                Skipped(display, "out of memory while reading; the rest was skipped")
+            )
+        except Exception as exc:  # as in a serial scan: one bad file never ends the others
+            if part is not None:
+                raise
+            result.skipped.append(
+                Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
+            )
     return Part(
         [(run.matchers, run.series) for run in runs],
         result.skipped,
@@ -244,9 +303,9 @@ def _scan_one(
 
 
 def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
-    """Fold one file's state into the whole scan (files arrive in input order). `continues`:
-    the part continues the file of the previous part, so a rank's first line is the one already
-    found, and series counted by position go on counting."""
+    """Fold one task's state into the whole scan (tasks arrive in input order). `continues`:
+    the part continues the file of the previous part, so series counted by position go on
+    counting."""
     result.skipped.extend(part.skipped)
     result.ranks_seen |= part.ranks_seen
     result.lines += part.lines
@@ -262,10 +321,9 @@ def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
                 found.evidence[: max(0, MAX_EVIDENCE_PER_MATCHER - len(state.evidence))]
             )
             for rank, key in found.first.items():
-                if rank not in state.first or (
-                    not continues and order_key(key) < order_key(state.first[rank])
-                ):
-                    state.first[rank] = key
+                # First seen in input order, as a serial scan keeps it (not the earliest time:
+                # files need not be in time order, and evaluation compares times itself).
+                state.first.setdefault(rank, key)
             for column, values in found.columns.items():
                 target = state.columns.setdefault(column, [])
                 room = MAX_ROWS - len(target)

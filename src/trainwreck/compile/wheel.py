@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import re
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from trainwreck import __version__
+from trainwreck.compile.packs import ENTRY_POINT_GROUP
+
+TOOLKIT = "trainwreck"
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same rules give the same wheel
 
@@ -27,6 +32,53 @@ def normalise(name: str) -> str:
 
 def valid_version(version: str) -> bool:
     return bool(re.fullmatch(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?", version))
+
+
+def _requirement_name(requirement: str) -> str:
+    """`numpy>=1.24; extra == 'x'` -> `numpy` (PEP 508: the name comes first)."""
+    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return found.group(1) if found else ""
+
+
+def _is_rule_pack(dist: metadata.Distribution) -> bool:
+    return any(point.group == ENTRY_POINT_GROUP for point in dist.entry_points)
+
+
+def name_taken(name: str) -> str | None:
+    """Why a rule pack may not be called `name`, or None when it may.
+
+    Installing a wheel replaces the installed distribution of the same name (pip uninstalls it
+    first) and writes its package folder over any module of the same name: a pack called
+    `numpy` or `trainwreck` would remove numpy or the toolkit. So a pack may not take the
+    toolkit's name, the name of one of its dependencies (extras too, installed or not), the
+    name of an installed distribution that is not a rule pack, or the import name of an
+    installed module that no rule pack of that name provides. Another version of an installed
+    rule pack may take its name: that is how a pack is upgraded."""
+    wanted = normalise(name)
+    try:
+        requirements = metadata.requires(TOOLKIT) or []
+    except metadata.PackageNotFoundError:  # running from a source tree
+        requirements = []
+    if wanted == normalise(TOOLKIT):
+        return f"'{TOOLKIT}' is the toolkit itself"
+    for requirement in requirements:
+        if normalise(_requirement_name(requirement)) == wanted:
+            return f"'{_requirement_name(requirement)}' is a dependency of {TOOLKIT}"
+    owners: list[metadata.Distribution] = []
+    for dist in metadata.distributions():
+        dist_name = dist.metadata["Name"] or ""
+        if normalise(dist_name) == wanted:
+            if not _is_rule_pack(dist):
+                return f"an installed distribution, {dist_name} {dist.version}, is not a rule pack"
+            owners.append(dist)
+    try:
+        module = importlib.util.find_spec(wanted)
+    except (ImportError, ValueError):
+        module = None
+    if module is not None and not owners:
+        where = module.origin or ", ".join(module.submodule_search_locations or []) or "?"
+        return f"its package folder '{wanted}' would take the place of the module at {where}"
+    return None
 
 
 def _record_hash(data: bytes) -> str:

@@ -22,22 +22,21 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
-import re2
 
-from trainwreck.rules import parallel, patterns, prefixes
-from trainwreck.rules import state as st
-from trainwreck.rules.captures import Plan, convert, named
-from trainwreck.rules.captures import number as to_float
-from trainwreck.rules.lineinfo import (
+from trainwreck.engine import parallel, patterns, prefixes
+from trainwreck.engine import state as st
+from trainwreck.engine.captures import Plan, convert, named
+from trainwreck.engine.captures import number as to_float
+from trainwreck.engine.lineinfo import (
     INLINE_RANK,
     SAMPLE_PREFIX,
     rank_from_path,
     rank_number,
     split_prefix,
 )
-from trainwreck.rules.patterns import PatternUse
-from trainwreck.rules.reading import MAX_LINE, ByteRange, open_input, read_blocks
-from trainwreck.rules.shapes import (
+from trainwreck.engine.patterns import PatternUse
+from trainwreck.engine.reading import MAX_LINE, ByteRange, open_input, read_blocks
+from trainwreck.engine.shapes import (
     GENERAL,
     JSON,
     MASK,
@@ -48,11 +47,12 @@ from trainwreck.rules.shapes import (
     ShapeBook,
     ShapeRows,
 )
-from trainwreck.rules.state import RuleRun, ScanResult, Skipped
-from trainwreck.rules.store import Line, pattern_hit, record_batch, store
-from trainwreck.rules.store import record as record_match
+from trainwreck.engine.state import FileScan, RuleRun, ScanResult
+from trainwreck.engine.store import Line, pattern_hit, record_batch, store
+from trainwreck.engine.store import record as record_match
+from trainwreck.findings import Skipped
+from trainwreck.rules.regex_internals import UNANCHORED
 
-_U = re2._re2.RE2.Anchor.UNANCHORED
 # Candidate lines in a block after which the rest of it is read through line shapes (shapes.py,
 # Engine._scan_shapes): working out a few shapes then pays for itself.
 BLOCK_SET_AFTER = 2000
@@ -118,13 +118,12 @@ class Engine:
             parallel.scan_parallel(self, inputs, workers, result)
             return result
         for display, source in inputs:
-            file_id = len(result.files)
+            scan = FileScan(len(result.files), display, rank_from_path(display), runs, result)
             result.files.append(display)
-            file_rank = rank_from_path(display)
-            if file_rank is not None:
-                result.ranks_seen.add(file_rank)
+            if scan.rank is not None:
+                result.ranks_seen.add(scan.rank)
             try:
-                self._scan_file(source, display, file_id, file_rank, runs, result)
+                self._scan_file(source, scan)
             except MemoryError:
                 result.skipped.append(
                     Skipped(display, "out of memory while reading; the rest was skipped")
@@ -142,17 +141,11 @@ class Engine:
         return parallel.plan_parts(self, source, display, workers)
 
     def _scan_file(
-        self,
-        source: Any,
-        display: str,
-        file_id: int,
-        file_rank: Any,
-        runs: list[RuleRun],
-        result: ScanResult,
-        part: tuple[int, int, int] | None = None,
+        self, source: Any, scan: FileScan, part: tuple[int, int, int] | None = None
     ) -> None:
         """Scan one input; `part` = (start, end, number of the line at start) scans that byte
         range of a plain file (see _plan_parts: the parent samples its ranks)."""
+        display, runs, result = scan.name, scan.runs, scan.result
         handle = open_input(source, display, result.skipped)
         if handle is None:
             return
@@ -193,7 +186,7 @@ class Engine:
                     match = prefilter.Match
                     candidates = 0
                     while pos < end:
-                        start = match(_U, block, pos, end)[0][0]
+                        start = match(UNANCHORED, block, pos, end)[0][0]
                         if start < 0:
                             break
                         line_start = block.rfind(b"\n", 0, start) + 1
@@ -213,15 +206,7 @@ class Engine:
                             line_no += block.count(b"\n", counted, line_start)
                             counted = line_start
                             line_no, counted = self._scan_shapes(
-                                block,
-                                line_start,
-                                line_no,
-                                base,
-                                file_id,
-                                file_rank,
-                                runs,
-                                result,
-                                dense=busy,
+                                block, line_start, line_no, base, scan, dense=busy
                             )
                             break
                         line_end = block.find(b"\n", start)
@@ -233,10 +218,7 @@ class Engine:
                             block[line_start:line_end],
                             line_no,
                             base + (line_start if starts is None else starts[line_no - block_line]),
-                            file_id,
-                            file_rank,
-                            runs,
-                            result,
+                            scan,
                         )
                         pos = line_end + 1
                 line_no += block.count(b"\n", counted, end)
@@ -258,16 +240,7 @@ class Engine:
     # -- the rest of a busy block, shape by shape ---------------------------------------------
 
     def _scan_shapes(
-        self,
-        block: bytes,
-        pos: int,
-        line_no: int,
-        base: int,
-        file_id: int,
-        file_rank: Any,
-        runs: list[RuleRun],
-        result: ScanResult,
-        dense: bool = False,
+        self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan, dense: bool = False
     ) -> tuple[int, int]:
         """Scan `block` from `pos` (a line start numbered `line_no`; no CR from there) to its
         end, reading each line through its shape (shapes.py): the rank, the matches and the
@@ -277,7 +250,7 @@ class Engine:
         every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns the
         number and offset of the block's end (every line counted)."""
         if dense and block.endswith(b"\n"):
-            lines = self._scan_dense(block, pos, line_no, base, file_id, file_rank, runs, result)
+            lines = self._scan_dense(block, pos, line_no, base, scan)
             return line_no + lines, len(block)
         book = self.shapes
         known = book.known
@@ -294,31 +267,21 @@ class Engine:
                 shape = book.shape_of(raw)
             if shape.general:
                 if lines:
-                    rows = ShapeRows.of_lines(file_id, lines, numbers, offsets, shapes)
-                    self._flush_shapes(rows, runs, file_rank, result)
+                    rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
+                    self._flush_shapes(rows, scan)
                     lines, numbers, offsets, shapes = [], [], [], []
-                self._line(raw, number, base + offset, file_id, file_rank, runs, result)
+                self._line(raw, number, base + offset, scan)
             elif shape.admits:
                 lines.append(raw)
                 numbers.append(number)
                 offsets.append(base + offset)
                 shapes.append(shape)
         if lines:
-            rows = ShapeRows.of_lines(file_id, lines, numbers, offsets, shapes)
-            self._flush_shapes(rows, runs, file_rank, result)
+            rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
+            self._flush_shapes(rows, scan)
         return line_no + block.count(b"\n", pos), len(block)
 
-    def _scan_dense(
-        self,
-        block: bytes,
-        pos: int,
-        line_no: int,
-        base: int,
-        file_id: int,
-        file_rank: Any,
-        runs: list[RuleRun],
-        result: ScanResult,
-    ) -> int:
+    def _scan_dense(self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan) -> int:
         """_scan_shapes over every line of a block ending in a newline: lines are split, masked
         and looked up in their shapes by C loops; only lines of a new shape, and lines no shape
         decides, take Python of their own. Returns the number of lines read."""
@@ -354,7 +317,7 @@ class Engine:
             rows = np.flatnonzero(wanted[segment:stop]) + segment
             if len(rows):
                 picked = ShapeRows(
-                    file_id,
+                    scan.file_id,
                     region,
                     starts[rows],
                     ends[rows],
@@ -363,28 +326,26 @@ class Engine:
                     keys[rows],
                     by_key,
                 )
-                self._flush_shapes(picked, runs, file_rank, result)
+                self._flush_shapes(picked, scan)
             if stop < len(lines):
                 raw = lines[stop]
                 offset = pos + int(starts[stop])
                 # A JSON record the prefilter skips matches nothing.
                 if shapes[stop] is not JSON or (
-                    self.prefilter.Match(_U, block, offset, offset + len(raw))[0][0] >= 0
+                    self.prefilter.Match(UNANCHORED, block, offset, offset + len(raw))[0][0] >= 0
                 ):
-                    self._line(raw, line_no + stop, base + offset, file_id, file_rank, runs, result)
+                    self._line(raw, line_no + stop, base + offset, scan)
             segment = stop + 1
         return len(lines)
 
-    def _flush_shapes(
-        self, rows: ShapeRows, runs: list[RuleRun], file_rank: Any, result: ScanResult
-    ) -> None:
+    def _flush_shapes(self, rows: ShapeRows, scan: FileScan) -> None:
         """Record rows read through their shapes, pattern by pattern, in runs where no series
         takes points from two patterns (ShapeRows.series_apart)."""
         parts = rows.series_apart()
         for part in parts:
             taken = rows if len(parts) == 1 else rows.take(part)
-            for index, batch in taken.batches(file_rank, result):
-                record_batch(self.users[index], batch, runs)
+            for index, batch in taken.batches(scan):
+                record_batch(self.users[index], batch, scan.runs)
 
     def _candidate_lines(
         self, block: bytes, pos: int, line_no: int
@@ -395,7 +356,7 @@ class Engine:
         end = len(block)
         counted = pos
         while pos < end:
-            start = match(_U, block, pos, end)[0][0]
+            start = match(UNANCHORED, block, pos, end)[0][0]
             if start < 0:
                 return
             line_start = block.rfind(b"\n", 0, start) + 1
@@ -410,16 +371,7 @@ class Engine:
 
     # -- one candidate line ---------------------------------------------------------------------
 
-    def _line(
-        self,
-        raw: bytes,
-        line_no: int,
-        offset: int,
-        file_id: int,
-        file_rank: Any,
-        runs: list[RuleRun],
-        result: ScanResult,
-    ) -> None:
+    def _line(self, raw: bytes, line_no: int, offset: int, scan: FileScan) -> None:
         if len(raw) > MAX_LINE:
             raw = raw[:MAX_LINE]
         if raw.endswith(b"\r"):
@@ -444,13 +396,14 @@ class Engine:
                 if inline:
                     rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
                 else:
-                    rank = file_rank
+                    rank = scan.rank
         # The time is parsed when a rule first asks for it (series, evidence, a rank's first line).
         t: float | None = None
         if record is not None and isinstance(record.get("t"), (int, float)):
             t = to_float(record["t"])
-        rank = result.admit_rank(rank)
-        context = Line(file_id, line_no, raw, rank, t, offset)
+        rank = scan.result.admit_rank(rank)
+        runs = scan.runs
+        context = Line(scan.file_id, scan.name, line_no, raw, rank, t, offset)
         if hits:
             for index in hits:
                 users = self.users[index]
@@ -480,7 +433,7 @@ class Engine:
         """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
         if not user.groups:
             return {}
-        spans = user.regex.Match(_U, body, 0, len(body))
+        spans = user.regex.Match(UNANCHORED, body, 0, len(body))
         if spans[0][0] < 0:
             return None
         return named(user.groups, body, spans)

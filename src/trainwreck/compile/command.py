@@ -7,7 +7,7 @@ passes its regression logs, 1 otherwise (nothing is written then), 2 on usage er
 
 `compile_pack(root, CompileOptions(...))` is the command without its printing, for `build`;
 `compile_rules` validates and tests in memory. A rule's own tests (regression logs, examples)
-live in rules/regression.py.
+live in compile/regression.py.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck import __version__, stamps
+from trainwreck.compile.bundle import entry_summaries, make_bundle, site_url
+from trainwreck.compile.regression import regression_files, run_example_tests, run_rule_tests
+from trainwreck.compile.wheel import name_taken, normalise, valid_version, write_wheel
 from trainwreck.errors import UsageError
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.knowledge.links import rule_side_problems
 from trainwreck.markup import rule_markup_problems
 from trainwreck.model import Problem
-from trainwreck.rules.bundle import entry_summaries, make_bundle, site_url
-from trainwreck.rules.regression import regression_files, run_example_tests, run_rule_tests
-from trainwreck.rules.wheel import normalise, valid_version, write_wheel
 
 __all__ = [
     "CompileOptions",
@@ -192,6 +192,11 @@ def compile_pack(
         raise UsageError(f"--pack-version '{version}' is not a valid version (e.g. 1.2.0)")
     if not normalise(name).replace("_", "").isalnum():
         raise UsageError(f"--name '{name}' is not a valid distribution name")
+    if options.wheel and (taken := name_taken(name)) is not None:
+        raise UsageError(
+            f"rule pack name '{name}' would replace another distribution when installed "
+            f"({taken}): choose another name (pyproject.toml [tool.trainwreck.pack] or --name)"
+        )
     rules_dir = Path(options.rules_dir) if options.rules_dir else None
     if rules_dir is not None and not rules_dir.is_absolute():
         rules_dir = root / rules_dir

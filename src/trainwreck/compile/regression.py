@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainwreck import engine as eng
 from trainwreck.model import Document, Problem
-from trainwreck.rules import engine as eng
 
 
 class NoVerdict(Exception):
@@ -56,7 +56,7 @@ def run_alone(rule: dict[str, Any], files: list[str]) -> Verdict:
             continue
         shown = rule["report"]["max_evidence"] > 0 and outcome.evidence
         first = outcome.evidence[0] if shown else None
-        return Verdict(True, (scan.files[first.file], first.line) if first else None)
+        return Verdict(True, (first.file, first.line) if first else None)
     return Verdict(False, None)
 
 

@@ -14,20 +14,14 @@ import struct
 import sys
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from trainwreck.findings import Skipped
 
 BLOCK = 2 << 20  # bytes read at a time (a busy block takes about ten times its size while read)
 MAX_LINE = 64 << 10  # a line is cut at this length
 EVIDENCE_TEXT = 400  # characters of a line kept as evidence
-
-
-@dataclass
-class Skipped:
-    file: str
-    reason: str
-    unread: bool = False  # nothing of the file could be read (diagnose exits 3 when all are)
 
 
 _LONE_CR = re.compile(rb"\r(?!\n)")

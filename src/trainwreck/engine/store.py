@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.rules import state as st
-from trainwreck.rules.captures import (
+from trainwreck.engine import state as st
+from trainwreck.engine.captures import (
     Plan,
     column_numbers,
     convert,
@@ -17,28 +17,37 @@ from trainwreck.rules.captures import (
     number,
     numeric_captures,
 )
-from trainwreck.rules.lineinfo import DIGIT_MASK, parse_time, rank_number
-from trainwreck.rules.reading import evidence_text
-from trainwreck.rules.state import (
+from trainwreck.engine.detectors import Event
+from trainwreck.engine.lineinfo import DIGIT_MASK, parse_time, rank_number
+from trainwreck.engine.reading import evidence_text
+from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
-    Evidence,
     RuleRun,
     SeriesBuffer,
     UnrankedFile,
     series_key,
 )
+from trainwreck.findings import Evidence, FirstKey
 
 
 class Line:
     """A candidate line being matched; its text is decoded only when kept as evidence."""
 
-    __slots__ = ("_t", "_text", "file", "number", "offset", "rank", "raw")
+    __slots__ = ("_t", "_text", "file", "name", "number", "offset", "rank", "raw")
 
     def __init__(
-        self, file_id: int, number: int, raw: bytes, rank: Any, t: float | None, offset: int
+        self,
+        file_id: int,
+        name: str,
+        number: int,
+        raw: bytes,
+        rank: Any,
+        t: float | None,
+        offset: int,
     ):
         self.file = file_id
+        self.name = name
         self.number = number
         self.raw = raw
         self.rank = rank
@@ -79,6 +88,7 @@ class Batch:
         "ends",
         "file",
         "groups",
+        "name",
         "numbers",
         "offsets",
         "starts",
@@ -88,6 +98,7 @@ class Batch:
     def __init__(
         self,
         file_id: int,
+        name: str,
         numbers: np.ndarray,
         offsets: np.ndarray,
         ranks: tuple[list[Any], np.ndarray],
@@ -98,6 +109,7 @@ class Batch:
         groups: list[tuple[Any, np.ndarray]],
     ) -> None:
         self.file = file_id
+        self.name = name
         self.numbers = numbers
         self.offsets = offsets
         self.distinct, self.codes = ranks  # the ranks, and each line's position among them
@@ -220,13 +232,14 @@ def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> No
             line.number,
             dict(caps),
             Evidence(
-                line.file,
+                line.name,
                 line.number,
                 line.text(),
                 line.rank,
-                line.t,
                 user.matcher,
+                line.t,
                 line.offset,
+                line.file,
             ),
         )
         return
@@ -284,13 +297,15 @@ def store(
         if start is not None:
             state.evidence.append(start)
         state.evidence.append(
-            Evidence(line.file, line.number, line.text(), rank, line.t, name, line.offset)
+            Evidence(
+                line.name, line.number, line.text(), rank, name, line.t, line.offset, line.file
+            )
         )
     if rank not in state.first:
         if start is not None:
-            state.first[rank] = (start.t, start.file, start.line)
+            state.first[rank] = FirstKey(start.t, start.file_id, start.line)
         else:
-            state.first[rank] = (line.t, line.file, line.number)
+            state.first[rank] = FirstKey(line.t, line.file, line.number)
     if state.columns:
         if state.count <= MAX_ROWS:
             for column, values in state.columns.items():
@@ -299,7 +314,9 @@ def store(
             state.truncated = True
     if state.events is not None and len(state.events) < MAX_ROWS:
         state.events.append(
-            (rank, line.t, number(caps.get("step")), line.file, line.number, line.offset)
+            Event(
+                rank, number(caps.get("step")), line.t, line.file, line.number, offset=line.offset
+            )
         )
     feeds = run.feeds.get(name)
     if feeds:
@@ -368,18 +385,19 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
     for rank, at, found in batch.first_seen():  # in first-seen order, as line by line
         counts[rank] = counts.get(rank, 0) + found
         if rank not in first:
-            first[rank] = (batch.t(at), file_id, int(numbers[at]))
+            first[rank] = FirstKey(batch.t(at), file_id, int(numbers[at]))
     room = MAX_EVIDENCE_PER_MATCHER - len(state.evidence)
     for i in range(min(max(room, 0), n)):
         state.evidence.append(
             Evidence(
-                file_id,
+                batch.name,
                 int(numbers[i]),
                 evidence_text(batch.line(i)),
                 batch.rank(i),
-                batch.t(i),
                 name,
+                batch.t(i),
                 int(offsets[i]),
+                file_id,
             )
         )
     if state.columns:
@@ -401,13 +419,13 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         ranks = [batch.distinct[code] for code in batch.codes[:taken].tolist()]
         for i in range(taken):
             state.events.append(
-                (
+                Event(
                     ranks[i],
-                    times[i],
                     number(steps[i] if steps is not None else None),
+                    times[i],
                     file_id,
                     line_numbers[i],
-                    line_offsets[i],
+                    offset=line_offsets[i],
                 )
             )
     feeds = run.feeds.get(name)

@@ -33,15 +33,16 @@ from typing import Any
 import numpy as np
 import re2
 
-from trainwreck.rules import lineinfo, prefixes, regexes
-from trainwreck.rules.state import ScanResult
-from trainwreck.rules.store import Batch, gather
+from trainwreck.engine import lineinfo, prefixes
+from trainwreck.engine.state import FileScan, ScanResult
+from trainwreck.engine.store import Batch, gather
+from trainwreck.rules import regexes
+from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
 MASK = lineinfo.DIGIT_MASK
 _MASK_TEXT = str.maketrans("123456789", "000000000")
 MAX_SHAPES = 16_384  # shapes remembered per engine (a few MiB); past it, shapes are not kept
 MAX_SHAPE_LINE = 4096  # longer lines go the per-line way (they rarely repeat a shape)
-_U = re2._re2.RE2.Anchor.UNANCHORED
 
 Spans = tuple[tuple[int, int], ...]
 
@@ -136,7 +137,7 @@ class ShapeBook:
         if self.json_lines and body.lstrip()[:1] == b"{":
             return JSON
         literals = self.digit_literals
-        if literals is not None and literals.Match(_U, masked, 0, len(masked))[0][0] >= 0:
+        if literals is not None and literals.Match(UNANCHORED, masked, 0, len(masked))[0][0] >= 0:
             return GENERAL  # a pattern that reads digits may match: the line decides
         matched = self.set.Match(body) if self.set is not None else None
         hits: list[tuple[int, Spans]] = []
@@ -149,7 +150,7 @@ class ShapeBook:
             if not self.bulk[index] or fed & self.feeds[index]:
                 return GENERAL
             fed |= self.feeds[index]
-            spans = self.users[index][0].regex.Match(_U, body, 0, len(body))
+            spans = self.users[index][0].regex.Match(UNANCHORED, body, 0, len(body))
             if spans[0][0] < 0:
                 continue
             hits.append(
@@ -188,9 +189,9 @@ def _digit_literals(patterns: list[str]) -> Any:
     opts.never_capture = True
     opts.max_mem = 256 << 20
     try:
-        return re2.compile("|".join(f"(?:{a})" for a in alternatives), opts)._regexp
+        return raw_regex(re2.compile("|".join(f"(?:{a})" for a in alternatives), opts))
     except Exception:  # too large for RE2: no shape decides a line (all go the per-line way)
-        return re2.compile("", opts)._regexp
+        return raw_regex(re2.compile("", opts))
 
 
 class ShapeRows:
@@ -280,7 +281,7 @@ class ShapeRows:
         cuts.append(len(keys))
         return [np.arange(a, b) for a, b in pairwise(cuts) if b > a]
 
-    def batches(self, file_rank: Any, result: ScanResult) -> Iterator[tuple[int, Batch]]:
+    def batches(self, scan: FileScan) -> Iterator[tuple[int, Batch]]:
         """Per pattern, the Batch of the rows it matched, in line order, with their ranks
         (admitted to `result` in line order, as line by line) and their times (read once for
         all patterns). Rows must be apart in their series (series_apart)."""
@@ -295,7 +296,7 @@ class ShapeRows:
             else {next(iter(distinct)): np.arange(n)}
         )
         text = np.frombuffer(self.data, dtype=np.uint8)
-        ranks = _admitted(_ranks(self, text, rows_of, distinct, file_rank), result)
+        ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
         distinct_ranks, codes = _codes(ranks)
         times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
@@ -316,6 +317,7 @@ class ShapeRows:
                 index,
                 Batch(
                     self.file,
+                    scan.name,
                     self.numbers if rows is None else self.numbers[rows],
                     self.offsets if rows is None else self.offsets[rows],
                     (distinct_ranks, codes if rows is None else codes[rows]),

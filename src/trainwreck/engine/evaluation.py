@@ -9,19 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.rules import condition as cond
-from trainwreck.rules import detectors as det
-from trainwreck.rules.reading import evidence_text, is_path, read_line_at
-from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
-from trainwreck.rules.state import (
+from trainwreck.engine import detectors as det
+from trainwreck.engine.reading import evidence_text, is_path, read_line_at
+from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
-    Evidence,
-    MatcherState,
     RuleRun,
     ScanResult,
     UnrankedFile,
 )
+from trainwreck.findings import NEVER, Evidence, FirstKey
+from trainwreck.rules import condition as cond
+from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
 from trainwreck.rules.units import to_number
 
 
@@ -35,7 +34,7 @@ class RuleOutcome:
     evidence: list[Evidence]
     ranks: list[Any]
     initiating_rank: Any
-    first_key: tuple[float, int, int]
+    first_key: FirstKey
     notes: list[str]
     error: str | None = None
 
@@ -70,18 +69,6 @@ class RuleContext:
         return ["" if v is None else str(v) for v in column]
 
 
-def matcher_events(state: MatcherState) -> det.EventTable:
-    events = state.events or []
-    return det.EventTable(
-        [e[0] for e in events],
-        np.asarray([e[1] for e in events], dtype=float),
-        np.asarray([e[2] for e in events], dtype=float),
-        np.asarray([e[3] for e in events], dtype=np.int64),
-        np.asarray([e[4] for e in events], dtype=np.int64),
-        np.asarray([e[5] for e in events], dtype=np.int64),
-    )
-
-
 def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
     """A rule's verdict on a scan: its detectors, condition, confidence and, when it fired, its
     evidence, ranks and initiating rank."""
@@ -97,9 +84,9 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
     confidence = min(0.99, max(0.01, rule["confidence"] + sum(boosts.values())))
     evidence: list[Evidence] = []
     ranks: set[Any] = set()
-    first_key = (math.inf, 1 << 30, 1 << 30)
+    first_key = NEVER
     if fired:
-        first_key = _report(run, results, cooccur_hits, evidence, ranks, notes)
+        first_key = _report(run, results, cooccur_hits, evidence, ranks, notes, scan.files)
     ranks.discard(None)
     initiating = initiating_rank(rule, run, results, scan) if fired else None
     return RuleOutcome(
@@ -129,24 +116,25 @@ def _run_detectors(
     for name in rule["detector_order"]:
         spec = rule["detectors"][name]
         detector = DETECTORS[spec["kind"]]
+        function = det.FUNCTIONS[spec["kind"]]
         if detector.inputs == EVENTS:
             tables = []
             for role in detector.references:
                 part = spec[role]
                 if part in run.matchers:
-                    tables.append(matcher_events(run.matchers[part]))
+                    tables.append(det.events_table(run.matchers[part].events or []))
                 else:
                     tables.append(det.events_table(results[part].events))
-            result, hits = detector.run(*tables, spec)
+            result, hits = function(*tables, spec)
             cooccur_hits[name] = (tables[0], hits)
         else:
             buffers = run.series.get(spec["series"], {})
             series = {rank: buffer.points() for rank, buffer in buffers.items()}
             if detector.inputs == SERIES_PAIR:
                 other = {rank: b.points() for rank, b in run.series.get(spec["with"], {}).items()}
-                result = detector.run(series, other, spec)
+                result = function(series, other, spec)
             else:
-                result = detector.run(series, spec)
+                result = function(series, spec)
             thinned = [b for b in buffers.values() if b.thinned]
             if thinned:
                 held = sum(b.count for b in thinned)
@@ -169,18 +157,20 @@ def _report(
     evidence: list[Evidence],
     ranks: set[Any],
     notes: list[str],
-) -> tuple[float, int, int]:
+    files: list[str],
+) -> FirstKey:
     """What a fired rule reports from its `report.evidence` parts: their evidence lines, ranks
-    and notes (appended to the lists given). Returns the order key of its earliest evidence."""
+    and notes (appended to the lists given). Returns the order key of its earliest evidence.
+    `files`: the scan's inputs, by position."""
     rule = run.rule
-    first_key = (math.inf, 1 << 30, 1 << 30)
+    first_key = NEVER
     for part in rule["report"]["evidence"]:
         if part in run.matchers:
             state = run.matchers[part]
             evidence.extend(state.evidence)
             ranks.update(state.rank_counts)
             for key in state.first.values():
-                first_key = min(first_key, order_key(key))
+                first_key = min(first_key, key.order())
         elif part in results:
             result = results[part]
             if not result.fired and part not in rule["report"]["evidence"][:1]:
@@ -189,22 +179,33 @@ def _report(
             if part in cooccur_hits:
                 table, hits = cooccur_hits[part]
                 for i in np.flatnonzero(hits)[:MAX_EVIDENCE_PER_MATCHER]:
+                    file_id = int(table.file[i])
                     evidence.append(
                         Evidence(
-                            int(table.file[i]),
+                            files[file_id],
                             int(table.line[i]),
                             "",
                             table.rank[i],
-                            float(table.t[i]),
                             part,
+                            float(table.t[i]),
                             int(table.offset[i]),
+                            file_id,
                         )
                     )
             for event in result.events[:MAX_EVIDENCE_PER_MATCHER]:
                 evidence.append(
-                    Evidence(event.file, event.line, "", event.rank, event.t, part, event.offset)
+                    Evidence(
+                        files[event.file],
+                        event.line,
+                        "",
+                        event.rank,
+                        part,
+                        event.t,
+                        event.offset,
+                        event.file,
+                    )
                 )
-                first_key = min(first_key, order_key((event.t, event.file, event.line)))
+                first_key = min(first_key, FirstKey(event.t, event.file, event.line).order())
             if result.note:
                 notes.append(f"{part}: {result.note}")
     for part, state in run.matchers.items():
@@ -229,12 +230,7 @@ def _unknown_ranks(result: det.DetectorResult) -> det.DetectorResult:
     return result
 
 
-def order_key(key: tuple[float, int, int]) -> tuple[float, int, int]:
-    t, file_id, line = key
-    return (t if math.isfinite(t) else math.inf, file_id, line)
-
-
-def earliest_rank(firsts: dict[Any, tuple[float, int, int]]) -> Any:
+def earliest_rank(firsts: dict[Any, FirstKey]) -> Any:
     """Rank of the earliest line: by timestamp when they exist, else by line order when all in one
     file; None when the order cannot be told."""
     known = {rank: key for rank, key in firsts.items() if rank is not None}
@@ -258,11 +254,11 @@ def initiating_rank(
     if how == "none":
         return None
     if how == "first":
-        firsts: dict[Any, tuple[float, int, int]] = {}
+        firsts: dict[Any, FirstKey] = {}
         for part in rule["report"]["evidence"]:
             if part in run.matchers:
                 for rank, key in run.matchers[part].first.items():
-                    if rank not in firsts or order_key(key) < order_key(firsts[rank]):
+                    if rank not in firsts or key.order() < firsts[rank].order():
                         firsts[rank] = key
         return earliest_rank(firsts)
     ((kind, part),) = how.items()
@@ -285,7 +281,7 @@ def fill_evidence_text(outcomes: list[RuleOutcome], sources: dict[int, Any]) -> 
         for item in outcome.evidence:
             if item.text or item.offset < 0:
                 continue
-            source = sources.get(item.file)
+            source = sources.get(item.file_id)
             if not is_path(source):
                 continue
             line = read_line_at(source, item.offset)

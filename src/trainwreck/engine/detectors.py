@@ -8,7 +8,7 @@ point events (for cooccur and for evidence).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,15 +70,18 @@ class Points:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
+    """A point event: a detector's (a stall, a jump), or a matched line that an event detector
+    (cooccur) reads, whose `index` is the line's step and `value` NaN."""
+
     rank: RankKey
-    index: float
-    t: float
-    file: int
+    index: float  # the point's index (step) in its series
+    t: float  # Unix time of its line (NaN without a timestamp)
+    file: int  # the input's position in the scan
     line: int
-    value: float
-    offset: int = -1
+    value: float = math.nan
+    offset: int = -1  # byte offset of its line in its (decompressed) input
 
 
 @dataclass
@@ -547,3 +550,17 @@ def _trailing_median(values: np.ndarray, window: int, history: int) -> np.ndarra
                 view[start : start + chunk], axis=1
             )
     return base
+
+
+# The function of every kind of detector in rules/registry.py (tests/test_rules_registry.py keeps
+# the two tables alike). SERIES kinds take (series, settings), SERIES_PAIR kinds (series, other,
+# settings), EVENTS kinds (table_a, table_b, settings) and also return the hit mask of table_a.
+FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "periodic_stalls": periodic_stalls,
+    "drift": drift,
+    "rank_outlier": rank_outlier,
+    "threshold": threshold,
+    "cooccur": cooccur,
+    "correlation": correlation,
+    "jump": jump,
+}

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainwreck.rules import prefixes
+from trainwreck.engine import prefixes
 
 MAX_RANK_DIGITS = 9  # a "rank" of ten digits or more is not a rank
 DIGIT_MASK = bytes.maketrans(b"123456789", b"000000000")  # a line's shape (shapes.py)

@@ -11,6 +11,7 @@ from typing import Any
 import re2
 
 from trainwreck.rules import regexes
+from trainwreck.rules.regex_internals import raw_regex
 
 ROLE_ORDER = {"end": 0, "capture": 1, "regex": 2, "start": 3}
 
@@ -51,7 +52,9 @@ def compile_patterns(rules: list[dict[str, Any]]) -> CompiledPatterns:
         compiled = regexes.compile(pattern)
         groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
         out.users[index_of[pattern]].append(
-            PatternUse(ROLE_ORDER[role], run_index, matcher, role, compiled._regexp, groups, block)
+            PatternUse(
+                ROLE_ORDER[role], run_index, matcher, role, raw_regex(compiled), groups, block
+            )
         )
 
     for index, rule in enumerate(rules):
@@ -163,4 +166,4 @@ def prefilters(patterns: list[str], json_literals: set[str], sample: bytes) -> A
     opts = regexes.options()
     opts.never_capture = True
     opts.max_mem = 256 << 20
-    return re2.compile("(?m)" + "|".join(alternatives), opts)._regexp
+    return raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
