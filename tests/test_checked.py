@@ -59,7 +59,13 @@ def test_an_entry_edited_after_its_check_warns_at_the_digest_with_the_new_one(
 
 def test_the_fields_an_audit_writes_do_not_change_the_digest() -> None:
     data = {"id": "x", "summary": "s", "status": "draft", "updated": "2026-11-30"}
-    audited = {**data, "status": "reviewed", "updated": "2026-12-01", "checked": {"by": "r"}}
+    audited = {
+        **data,
+        "status": "reviewed",
+        "updated": "2026-12-01",
+        "checked": {"by": "r"},
+        "related": [{"id": "y", "relation": "see-also", "note": "added by y's author"}],
+    }
     assert content_digest(data) == content_digest(audited)
     assert content_digest(data) != content_digest({**data, "summary": "t"})
 

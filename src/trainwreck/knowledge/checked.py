@@ -4,7 +4,8 @@ The block records a claim-by-claim check by someone who did not write the entry 
 the ledger format are in docs/audits.md). It carries the digest of the entry's content at the time
 of the check, so an entry edited afterwards is told apart from one that was checked as it stands,
 offline and without git history. The digest leaves out the fields an audit itself changes
-(`checked`, `status`, `updated`), so recording the check does not invalidate it.
+(`checked`, `status`, `updated`), so recording the check does not invalidate it, and the
+relations, which other entries' authors extend.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 
 from trainwreck.model import Entry, Problem
 
-# Fields the digest leaves out: the audit writes them.
-UNDIGESTED = ("checked", "status", "updated")
+# Fields the digest leaves out: the audit writes them; and `related`, which the author of another
+# entry extends when linking both ways: a relation's note is checked with the entry that adds it,
+# and `check` judges the links themselves (they exist, mutual ones are mutual).
+UNDIGESTED = ("checked", "status", "updated", "related")
 # ... and, at any depth, a code block's `runs`: a test under tests/examples/ vouches for it, not the
 # audit, so marking an example's runnability does not invalidate a check of the entry's facts.
 UNDIGESTED_NESTED = ("runs",)
