@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import re2
 
 from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
-from trainwreck.engine.reading import read_blocks, read_head
+from trainwreck.engine.reading import bom_encoding, read_blocks, read_head
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
@@ -183,8 +183,9 @@ def plan_parts(
         return None
     try:
         with open(source, "rb") as handle:
-            if handle.read(2) == b"\x1f\x8b":
-                return None  # gzip is read from its start
+            head = handle.read(4)
+            if head[:2] == b"\x1f\x8b" or bom_encoding(head):
+                return None  # gzip, UTF-16 and UTF-32 are decoded from their start
     except OSError:
         return None
     scratch = ScanResult([], [], [], set(), 0, 0)
