@@ -130,7 +130,7 @@ def test_action_steps_diagnose_a_known_failure_into_the_summary(tmp_path):
     assert done.returncode == 0, done.stderr  # fail-on-finding defaults to false
     summary = runner.summary.read_text()
     assert summary.startswith("# Trainwreck diagnosis\n")
-    assert f"entries/{entry}/" in summary or f"**Entry:** {entry}" in summary
+    assert f"entries/{entry}/" in summary or f"**Entry:** `{entry}`" in summary
     assert "logs/train.log:" in summary
     findings = int(runner.outputs["diagnose"]["findings"])
     assert findings >= 1
@@ -148,6 +148,30 @@ def test_action_steps_diagnose_a_known_failure_into_the_summary(tmp_path):
     assert done.returncode == 0, done.stderr
     assert clean.outputs["diagnose"]["findings"] == "0"
     assert "No known failure found." in clean.summary.read_text()
+
+    # A log named and written to forge the job summary (audit 1.19, 1.20, 2.4): its name and
+    # line are shown in code spans, as text.
+    hostile = workspace / "hostile"
+    hostile.mkdir()
+    (hostile / "n\n# INJECTED\n<img src=x onerror=alert(1)>\n.log").write_text(
+        "Error: DataLoader workers' memory grows every epoch: copy-on-read of Python objects "
+        "shared by fork <img src=x onerror=alert(1)> [c](https://e.x)\n"
+    )
+    (tmp_path / "forged").mkdir()
+    (tmp_path / "forged" / "workspace").symlink_to(workspace)
+    forged = Runner(tmp_path / "forged", {"logs": "hostile/"})
+    forged.outputs = runner.outputs
+    done = forged.run(diagnose)
+    assert done.returncode == 0, done.stderr
+    summary = forged.summary.read_text()
+    assert (
+        "dataloader-copy-on-read-leak" in summary and forged.outputs["diagnose"]["findings"] == "0"
+    )
+    prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", summary)
+    assert "<" not in prose and "](" not in prose, prose
+    assert [line for line in prose.splitlines() if line.startswith("#")] == [
+        "# Trainwreck diagnosis"
+    ]
 
     missing = Runner(tmp_path, {"logs": "no-such.log"})
     missing.outputs = runner.outputs

@@ -19,6 +19,7 @@ import pytest
 from tests.test_compile_cli import make_repo
 from trainwreck import diagnose as dg
 from trainwreck import engine as eng
+from trainwreck import formats
 from trainwreck.cli import main
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine import reading, state
@@ -364,3 +365,151 @@ def test_many_small_files_go_to_the_workers_in_batches(
     serial_state = state_of(eng.Engine(rules.rules).scan(inputs, jobs=1))
     assert sum(tasks) == len(inputs) and len(tasks) <= 4 * 2, tasks
     assert parallel_state == serial_state
+
+
+def _outside_code(markdown: str) -> str:
+    """The Markdown with its inline code spans removed (what GitHub would read as Markdown)."""
+    import re
+
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", markdown)
+
+
+SUGGESTED = (  # (few extra words: the suggestion's similarity stays above its threshold)
+    "Error: DataLoader workers' memory grows every epoch: copy-on-read of Python objects shared "
+    "by fork <img src=x onerror=alert(1)> [c](https://e.x) ![i](/p.png) "
+    "\x1b[2J\x1b]0;t\x07\u009b31m\u202e"
+)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_suggestions_cannot_forge_report_lines_or_markup(
+    tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 1.19/1.20: a file name with newlines and a log line with HTML, links and ESC went
+    raw into the suggestions (and from the Markdown into the action's job summary)."""
+    logs = tmp_path / "s"
+    logs.mkdir()
+    (logs / "n\n# INJECTED\n<img src=x onerror=alert(1)>\n.log").write_text(SUGGESTED + "\n")
+    assert cli("--format", fmt, str(logs)) == 0
+    out = capsys.readouterr().out
+    assert "Suggestions" in out and "INJECTED" in out  # shown, as text
+    for raw in ("\x1b", "\x07", "\u009b", "\u202e"):
+        assert raw not in out
+    lines = out.splitlines()
+    assert not any(line.lstrip().startswith(("# INJECTED", "<img", ".log")) for line in lines)
+    if fmt == "markdown":
+        prose = _outside_code(out)
+        assert "<" not in prose and "](" not in prose, prose
+        headings = [line for line in prose.splitlines() if line.startswith("#")]
+        assert headings == ["# Trainwreck diagnosis"]
+
+
+def test_a_rule_pack_cannot_put_markup_in_the_markdown_report(
+    tmp_path: Path, rules: RuleSet
+) -> None:
+    """Entry text from an installed rule pack reaches the job summary too: escaped as text."""
+    import copy
+
+    hostile = copy.deepcopy(rules)
+    entry = hostile.entries["cuda-oom-capacity"]
+    entry["title"] = "Title <img src=https://evil.example/t.png>\n# FAKE"
+    entry["root_cause"] = "[click](https://evil.example) <details open>"
+    entry["fix"] = {"title": "**APPROVED**\n## fake", "steps": ["<script>x</script>\n# step"]}
+    entry["verify"] = ["![v](https://evil.example/v.png)"]
+    report = dg.diagnose([str(oom_log(tmp_path))], rule_set=hostile)
+    assert "cuda-oom-capacity" in report.entries
+    prose = _outside_code(formats.render(report, "markdown"))
+    assert "<" not in prose and "](" not in prose and "**APPROVED**" not in prose, prose
+    assert not any(
+        line.lstrip().startswith(("# FAKE", "## fake", "# step")) for line in prose.splitlines()
+    )
+    text = formats.render(report, "text")
+    assert (
+        "\n# FAKE" not in text and "Title <img src=https://evil.example/t.png>\\x0a# FAKE" in text
+    )
+
+
+def test_bidi_and_c1_controls_are_escaped_in_names_and_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 1.18: U+202E made 'd\\u202etxt.gol' show as 'dlog.txt'; U+009B (a CSI) in an
+    evidence line reached the terminal raw."""
+    path = tmp_path / "rank3-d\u202etxt.gol"
+    path.write_text(f"[rank3]: \u009b2J\u202e\u2066 {OOM}\n")
+    for fmt in ("text", "markdown"):
+        assert cli("--format", fmt, str(path)) == 1
+        out = capsys.readouterr().out
+        assert not any(c in out for c in "\u202e\u2066\u009b"), fmt
+        assert "rank3-d\\u202etxt.gol" in out
+        assert "\\x9b2J\\u202e\\u2066" in out
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["plain", "a\nb\r\x1b[2J\x00\x7f", "\u009b\u009d\u202e\u2066\u200f", "x|`<img src=y>`", "``",
+     " lead and trail ", "", "[l](https://e.x) **b** # h <b>&amp;", "tab\there"],
+)  # fmt: skip
+def test_report_text_is_one_line_inert_and_idempotent(value: str) -> None:
+    from trainwreck.sanitize import report_text
+
+    for form in ("text", "markdown", "code"):
+        shown = report_text(value, form)
+        assert "\n" not in shown and "\r" not in shown
+        assert not any((ord(c) < 0x20 and c != "\t") or 0x7F <= ord(c) < 0xA0 for c in shown)
+        assert not any(c in shown for c in "\u202e\u2066\u200f")
+    text = report_text(value)
+    assert report_text(text) == text
+    code = report_text(value, "code")
+    assert _outside_code(code) == "", code  # one code span, nothing outside it
+    assert code.strip("`").strip(" ").replace("\\|", "|") == text.strip(" ") or not text.strip()
+    prose = report_text(value, "markdown")
+    assert "<" not in prose and "](" not in prose and "**" not in prose
+
+
+CRASHED = REPO / "tests" / "logs" / "crashed-node"
+
+
+@pytest.mark.parametrize("name", ["nul-tail.log", "torn-last-line.log"])
+def test_a_crashed_nodes_log_is_read_around_its_nul_tail(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 1.10: a log ending in the zero-filled block a crashed node leaves was skipped whole
+    as binary (exit 0), missing its NaN loss and its illegal memory access."""
+    log = CRASHED / name
+    assert cli("--format", "json", str(log)) == dg.EXIT_FINDINGS
+    report = json.loads(capsys.readouterr().out)
+    assert {"nan-loss", "cuda-illegal-memory-access"} <= {f["entry"] for f in report["findings"]}
+    text_end = log.read_bytes().index(b"\x00")
+    nul = len(log.read_bytes()) - text_end
+    assert report["skipped"] == [
+        {
+            "file": str(log),
+            "reason": f"{nul:,} NUL bytes in 1 run were skipped (the first at byte {text_end:,}):"
+            " a zero-filled region, as a crash or power loss leaves",
+        }
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_powershell_log_is_diagnosed(
+    tmp_path: Path, encoding: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Audit 1.5: UTF-16 LE with a BOM (PowerShell 5's `>`) was skipped as binary, exit 0."""
+    log = tmp_path / "rank3.log"
+    log.write_bytes(f"step 1 ok\r\n[rank3]: {OOM}\r\n".encode(encoding))
+    assert cli("--format", "json", str(log)) == dg.EXIT_FINDINGS
+    report = json.loads(capsys.readouterr().out)
+    assert "cuda-oom-capacity" in [f["entry"] for f in report["findings"]]
+    assert report["skipped"] == []
+    evidence = report["findings"][0]["evidence"][0]
+    assert evidence["line"] == 2 and evidence["text"].startswith("[rank3]: torch.OutOfMemoryError")
+
+
+def test_a_fifo_named_with_no_writer_ends_with_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(reading, "SPECIAL_WAIT_S", 0.5)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert cli(str(fifo)) == dg.EXIT_NOTHING_READ
+    assert "no data after 0.5 s" in capsys.readouterr().out

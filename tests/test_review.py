@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_review_reports_each_planted_change_and_exits_1(tmp_path, capsys):
     assert deltas["tests/logs/gamma/broken.log"].base is None  # a new log, not a break
     assert not deltas["tests/logs/gamma/broken.log"].broken
     assert review.broken == [f"log `tests/logs/alpha/broken.log`: {alpha_log.broken[0]}"]
-    assert "https://kb.trainwreck-demo.net/entries/gamma/ : entry page (added)" in review.pages
+    assert "`https://kb.trainwreck-demo.net/entries/gamma/` : entry page (added)" in review.pages
 
     code = main(["review", "--root", str(root), "--base", "main"])
     captured = capsys.readouterr()
@@ -223,9 +224,9 @@ def test_review_reports_notebook_changes_and_a_failed_run(tmp_path, capsys):
     assert (result.change, result.code_changed, result.kind) == ("changed", True, "failed")
     assert main(["review", "--root", str(root), "--base", "main"]) == 1
     text = capsys.readouterr().out
-    assert "| `delta` | changed (code) | **Failed: the last run, on 2026-11-30" in text
+    assert "| `delta` | changed (code) | **`Failed: the last run, on 2026-11-30" in text
     # no site address configured: the page is named by its path, never by a made-up domain
-    assert "- entries/delta/ : entry page (reproduction)" in text
+    assert "- `entries/delta/` : entry page (reproduction)" in text
 
 
 def test_the_base_tree_holds_no_link_out_of_it(tmp_path):
@@ -267,8 +268,8 @@ def test_contributed_names_cannot_break_out_of_the_markdown(tmp_path, capsys):
     (root / "entries" / "x|`<img src=y>`.yaml").write_text("id: [unclosed\n")
     assert main(["review", "--root", str(root)]) == 1
     text = capsys.readouterr().out
-    row = next(line for line in text.splitlines() if line.startswith("| `x"))
-    assert row == "| `x\\|'<img src=y>'` | added | **1 error(s)** |"
+    row = next(line for line in text.splitlines() if line.startswith("| `` x"))
+    assert row == "| `` x\\|`<img src=y>` `` | added | **1 error(s)** |"  # the name, as code
 
 
 def test_a_log_one_rule_of_an_entry_matches_is_not_clean_for_that_entry(tmp_path):
@@ -290,3 +291,77 @@ def test_a_log_one_rule_of_an_entry_matches_is_not_clean_for_that_entry(tmp_path
     expect = _expectations(root)
     assert expect["tests/logs/alpha/broken.log"] == [("match", "alpha")]
     assert expect["tests/logs/alpha/healthy.log"] == [("clean", "alpha")]
+
+
+def test_pull_request_file_names_cannot_forge_the_review_comment(tmp_path, capsys):
+    """Audit 2.1: "Pages affected" printed raw file stems: headings, HTML and a fake approval
+    in the bot's comment."""
+    root = scratch_repo(tmp_path / "kb")
+    (root / "docs").mkdir()
+    for name in (
+        'evil\n## INJECTED HEADING <img src="https:evil.example"> [click me](https:evil.example)',
+        "<img src=x onerror=alert(1)>",
+        "bidi-\u202egnp.md",
+    ):
+        (root / "docs" / f"{name}.md").write_text("# page\n")
+    (
+        root / "entries" / "zz\n- **APPROVED by maintainers** [merge](https:evil.example).yaml"
+    ).write_text("id: zz\n")
+    assert main(["review", "--root", str(root)]) == 1
+    text = capsys.readouterr().out
+    prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)
+    assert "<img" not in prose and "](" not in prose and "**APPROVED" not in prose, prose
+    assert "\u202e" not in text
+    lines = prose.splitlines()
+    assert not any(line.startswith("## INJECTED") or "APPROVED" in line for line in lines)
+    pages = text.split("### Pages affected", 1)[1]
+    assert "INJECTED HEADING" in pages and "\\x0a" in pages  # shown, as code
+
+
+def test_a_failed_notebook_message_cannot_put_markup_or_mentions_in_the_comment(tmp_path, capsys):
+    """Audit 2.2: an exception message went raw into "Broken verdicts" and the notebook table:
+    a remote image, fake bold text, a link and an @mention from the bot's account."""
+    import json
+
+    from trainwreck.reproduce import source_hash
+    from trainwreck.scaffold import notebook_json
+
+    root = tmp_path / "kb"
+    for folder in ("entries", "rules", "notebooks"):
+        (root / folder).mkdir(parents=True)
+    shutil.copytree(REPO / "schemas", root / "schemas")
+    text = BASE_ENTRY.read_text().replace("id: base-entry", "id: delta")
+    text = text.replace(
+        "reproduction:\n  not_reproducible: It is a test fixture, not a failure.",
+        "reproduction:\n  notebook: notebooks/delta.ipynb\n  device: cpu",
+    )
+    (root / "entries" / "delta.yaml").write_text(text)
+    notebook = notebook_json("delta")
+    path = root / "notebooks" / "delta.ipynb"
+    path.write_text(json.dumps(notebook))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    notebook["cells"][2]["source"] += "\nprint('more code')"
+    path.write_text(json.dumps(notebook))
+    reproduction = {"notebook": "notebooks/delta.ipynb", "device": "cpu"}
+    message = (
+        'RuntimeError: <img src="https://evil.example/p.png"> **all verdicts pass** '
+        "[merge now](https://evil.example) | col | @octocat"
+    )
+    record = {
+        "id": "delta",
+        "status": "failed",
+        "source_hash": source_hash(notebook, reproduction, "ci"),
+        "started": "2026-11-30T12:00:00+00:00",
+        "error": {"cell": 4, "message": message},
+    }
+    (root / "build").mkdir()
+    (root / "build" / "manifest.json").write_text(json.dumps({"notebooks": [record]}))
+    assert main(["review", "--root", str(root), "--base", "main"]) == 1
+    out = capsys.readouterr().out
+    prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", out)
+    assert "@octocat" in out and "@octocat" not in prose  # only inside code: no mention
+    assert "<img" not in prose and "](" not in prose and "all verdicts pass" not in prose, prose
+    row = next(line for line in out.splitlines() if line.startswith("| `delta`"))
+    assert row.count(" | ") == 2, row  # the message's "|" did not add a column

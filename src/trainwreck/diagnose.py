@@ -31,6 +31,7 @@ from trainwreck.engine.parallel import usable_cpus
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
 from trainwreck.knowledge import KnowledgeBase, relations
+from trainwreck.sanitize import report_text
 
 # Exit status (trainwreck/errors.py). A crash must never look like "findings" (1) to a script.
 EXIT_NOTHING_FOUND = errors.EXIT_OK
@@ -322,7 +323,7 @@ def diagnose(
     skipped_inputs: list[Skipped] = []
     inputs, missing = expand_inputs(paths, skipped_inputs)
     if missing:
-        raise UsageError("no such file or folder: " + ", ".join(missing))
+        raise UsageError("no such file or folder: " + ", ".join(map(report_text, missing)))
     if not inputs and not any(s.unread for s in skipped_inputs):
         raise UsageError("no log files to read")
     warnings = list(rule_set.warnings)
@@ -473,7 +474,7 @@ def run(args: argparse.Namespace) -> int:
             kb=KnowledgeBase.load(args.root),
         )
         for warning in report.warnings:
-            print(f"trainwreck: warning: {warning}", file=sys.stderr)
+            print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]
         text = formats.render(report, args.format)
     except (errors.TrainwreckError, KeyboardInterrupt, BrokenPipeError, MemoryError):

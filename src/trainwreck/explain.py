@@ -24,6 +24,7 @@ from typing import Any
 from trainwreck.errors import UsageError
 from trainwreck.findings import Skipped
 from trainwreck.knowledge import KnowledgeBase
+from trainwreck.sanitize import report_text
 
 MAX_LINES = 8  # lines shown per matcher
 NEAR_MISS_BYTES = 8 << 20  # how much of each log is searched for near misses
@@ -322,7 +323,8 @@ def _jsonable(value: Any) -> Any:
 def format_text(data: Explanation) -> str:
     rule = data.rule
     out = [
-        f"rule {rule['id']} ({rule['entry']}): {rule['title']}",
+        f"rule {report_text(rule['id'])} ({report_text(rule['entry'])}): "
+        f"{report_text(rule['title'])}",
         f"  condition: {rule['condition'].strip()}",
     ]
     out.append(f"  {data.why}")
@@ -337,11 +339,11 @@ def format_text(data: Explanation) -> str:
             + (f", by rank {ranks}" if ranks else "")
         )
         for line in info.lines:
-            out.append(f"    {line.file}:{line.line}: {_shown(line.text)}")
+            out.append(f"    {report_text(line.file)}:{line.line}: {_shown(line.text)}")
         for field_name, stats in info.numbers.items():
             out.append(f"    {field_name}: {stats.n} value(s), {stats.min:g} .. {stats.max:g}")
         for miss in info.near_misses or ():
-            out.append(f"    near miss {miss.file}:{miss.line}: {_shown(miss.text)}")
+            out.append(f"    near miss {report_text(miss.file)}:{miss.line}: {_shown(miss.text)}")
     if data.series:
         out += ["", "series:"]
         for name, per_rank in data.series.items():
@@ -368,7 +370,7 @@ def format_text(data: Explanation) -> str:
         else:
             out.append(f"  {name} = {list(value.values)}")
     for skipped in data.skipped:
-        out.append(f"skipped {skipped.file}: {skipped.reason}")
+        out.append(f"skipped {report_text(skipped.file)}: {report_text(skipped.reason)}")
     return "\n".join(out) + "\n"
 
 

@@ -1,33 +1,37 @@
 """The output formats of `trainwreck diagnose`, one renderer each, in the FORMATS table.
 
 Every renderer reads the typed `Report` (findings.py) and nothing else; adding a format is one
-function here and one row in FORMATS (the command's `--format` choices follow from it). Text
-that came from a log or a file name is escaped before it reaches a terminal or a Markdown page.
+function here and one row in FORMATS (the command's `--format` choices follow from it). Every
+string from a log, a file name or a rule pack goes through sanitize.report_text before it reaches
+a terminal or a Markdown page (docs/trust-model.md).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
-from trainwreck.engine.reading import evidence_text
-from trainwreck.findings import Report
+from trainwreck.findings import Finding, Report
+from trainwreck.sanitize import report_text
 
 
 def _pct(value: float) -> str:
     return f"{value:.2f}"
 
 
-# A file name can hold any byte but / and NUL: shown on a terminal, ESC sequences, newlines or C1
-# controls in it would be replayed or forge report lines. Escaped like log text.
-_NAME_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+# Every string a report shows came from a log, a file name or a rule pack: each goes through
+# sanitize.report_text, on one line (a multi-line fix step line by line).
+def _t(value: Any) -> str:
+    return report_text(value)
 
 
-def shown_name(name: str) -> str:
-    """A file name as printed in text and Markdown reports: control characters escaped."""
-    return name.translate(_NAME_ESCAPES)
+def _lines(value: Any, indent: str) -> str:
+    """Multi-line text (a fix step with its code), each line escaped, continued at `indent`."""
+    return ("\n" + indent).join(report_text(line) for line in str(value).split("\n"))
 
 
 def format_text(report: Report) -> str:
@@ -50,50 +54,75 @@ def format_text(report: Report) -> str:
             "Suggestions (not findings: no rule fired; closest entries to the error lines):",
         ]
         for item in report.suggestions:
-            lines.append(f"  {item.entry}  similarity {_pct(item.score)}")
-            lines.append(f"      {evidence_text(item.line.encode('utf-8', 'replace'))}")
+            lines.append(f"  {_t(item.entry)}  similarity {_pct(item.score)}")
+            lines.append(f"      {_t(item.line)}")
     for finding in report.findings:
         lines.append("")
         lines.append(
-            f"{finding.rank}. {finding.title}  [{finding.entry}]  confidence {_pct(finding.confidence)}"
+            f"{finding.rank}. {_t(finding.title)}  [{_t(finding.entry)}]  "
+            f"confidence {_pct(finding.confidence)}"
         )
-        lines.append(f"   seen: {finding.rule_title} (rules: {', '.join(finding.rules)})")
-        ranks = ", ".join(str(r) for r in finding.ranks) or "unknown"
+        rules = _t(", ".join(finding.rules))
+        lines.append(f"   seen: {_t(finding.rule_title)} (rules: {rules})")
+        ranks = _t(", ".join(str(r) for r in finding.ranks) or "unknown")
         initiating = finding.initiating_rank
-        lines.append(
-            f"   ranks: {ranks}; initiating rank: {initiating if initiating is not None else 'not determined'}"
-        )
+        initiating_text = _t(initiating) if initiating is not None else "not determined"
+        lines.append(f"   ranks: {ranks}; initiating rank: {initiating_text}")
         for reason in finding.why:
-            lines.append(f"   why: {reason}")
+            lines.append(f"   why: {_t(reason)}")
         for note in finding.notes:
-            lines.append(f"   note: {note}")
+            lines.append(f"   note: {_t(note)}")
         if finding.evidence:
             lines.append("   evidence:")
             for item in finding.evidence:
-                lines.append(f"     {shown_name(item.file)}:{item.line}: {item.text}")
+                lines.append(f"     {_t(item.file)}:{item.line}: {_t(item.text)}")
         if finding.root_cause:
-            lines.append(f"   root cause: {finding.root_cause}")
+            lines.append(f"   root cause: {_t(finding.root_cause)}")
         fix = finding.fix
         if fix.get("title"):
-            lines.append(f"   fix: {fix['title']}")
+            lines.append(f"   fix: {_t(fix['title'])}")
             for number, step in enumerate(fix.get("steps", []), start=1):
-                lines.append(f"     {number}. " + step.replace("\n", "\n        "))
+                lines.append(f"     {number}. " + _lines(step, " " * 8))
         for step in finding.verify:
-            lines.append("   verify: " + step.replace("\n", "\n        "))
+            lines.append("   verify: " + _lines(step, " " * 8))
         if finding.url:
-            lines.append(f"   more: {finding.url}")
+            lines.append(f"   more: {_t(finding.url)}")
         for other in finding.competing:
-            lines.append(f"   competing: {other.entry} ({_pct(other.confidence)}): {other.why}")
+            lines.append(
+                f"   competing: {_t(other.entry)} ({_pct(other.confidence)}): {_t(other.why)}"
+            )
     if report.skipped:
         lines.append("")
         lines.append("Skipped:")
         for item in report.skipped:
-            lines.append(f"  {shown_name(item.file)}: {item.reason}")
+            lines.append(f"  {_t(item.file)}: {_t(item.reason)}")
     return "\n".join(lines) + "\n"
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("`", "'")
+def _md(value: Any) -> str:
+    """Prose in GitHub Markdown (titles, reasons, fix steps): shown as the same characters."""
+    return report_text(value, "markdown")
+
+
+def _code(value: Any, limit: int | None = None) -> str:
+    """Log text, file names and ids in GitHub Markdown: an inline code span."""
+    return report_text(value, "code", limit=limit)
+
+
+def _md_lines(value: Any, indent: str) -> str:
+    return ("\n" + indent).join(_md(line) for line in str(value).split("\n"))
+
+
+# An entry's page address as a Markdown link target: a plain URL that cannot end the link early.
+_LINKABLE = re.compile(r"(?:https?|file)://[A-Za-z0-9\-._~:/?#@!$&'*+,;=%]+")
+
+
+def _entry_link(finding: Finding) -> str:
+    """The entry, linked to its page when the address is a plain http(s) or file URL."""
+    url = finding.url
+    if url and _LINKABLE.fullmatch(url):
+        return f"[{_md(finding.entry)}]({url})"
+    return _code(finding.entry) + (f" ({_code(url)})" if url else "")
 
 
 def format_markdown(report: Report) -> str:
@@ -113,41 +142,45 @@ def format_markdown(report: Report) -> str:
             "",
         ]
         for item in report.suggestions:
-            out.append(f"- `{item.entry}` (similarity {_pct(item.score)}): {_md(item.line)}")
+            out.append(
+                f"- {_code(item.entry)} (similarity {_pct(item.score)}): {_code(item.line, 300)}"
+            )
     for finding in report.findings:
-        out += ["", f"## {finding.rank}. {finding.title}", ""]
+        out += ["", f"## {finding.rank}. {_md(finding.title)}", ""]
+        out.append(f"- **Entry:** {_entry_link(finding)}")
         out.append(
-            f"- **Entry:** [{finding.entry}]({finding.url})"
-            if finding.url
-            else f"- **Entry:** {finding.entry}"
+            f"- **Confidence:** {_pct(finding.confidence)} ({'; '.join(map(_md, finding.why))})"
         )
-        out.append(f"- **Confidence:** {_pct(finding.confidence)} ({'; '.join(finding.why)})")
-        out.append(f"- **Rules:** {', '.join(finding.rules)}")
-        ranks = ", ".join(str(r) for r in finding.ranks) or "unknown"
-        out.append(
-            f"- **Ranks:** {ranks}; **initiating rank:** {finding.initiating_rank if finding.initiating_rank is not None else 'not determined'}"
-        )
+        out.append(f"- **Rules:** {', '.join(_code(rule) for rule in finding.rules)}")
+        ranks = _md(", ".join(str(r) for r in finding.ranks) or "unknown")
+        initiating = finding.initiating_rank
+        initiating_text = _md(initiating) if initiating is not None else "not determined"
+        out.append(f"- **Ranks:** {ranks}; **initiating rank:** {initiating_text}")
         if finding.root_cause:
-            out.append(f"- **Root cause:** {finding.root_cause}")
+            out.append(f"- **Root cause:** {_md(finding.root_cause)}")
         if finding.evidence:
             out += ["", "| file:line | text |", "|---|---|"]
             for item in finding.evidence:
-                out.append(
-                    f"| `{_md(shown_name(item.file))}:{item.line}` | `{_md(item.text[:200])}` |"
-                )
+                out.append(f"| {_code(f'{item.file}:{item.line}')} | {_code(item.text, 200)} |")
         fix = finding.fix
         if fix.get("title"):
-            out += ["", f"**Fix: {fix['title']}**", ""]
-            out += [f"{n}. {_md(step)}" for n, step in enumerate(fix.get("steps", []), start=1)]
+            out += ["", f"**Fix: {_md(fix['title'])}**", ""]
+            out += [
+                f"{n}. {_md_lines(step, '   ')}"
+                for n, step in enumerate(fix.get("steps", []), start=1)
+            ]
         if finding.verify:
-            out += ["", "**Verify:**", ""] + [f"- {_md(step)}" for step in finding.verify]
+            out += ["", "**Verify:**", ""]
+            out += [f"- {_md_lines(step, '  ')}" for step in finding.verify]
         if finding.competing:
             out += ["", "**Competing hypotheses:**", ""]
-            out += [f"- {o.entry} ({_pct(o.confidence)}): {o.why}" for o in finding.competing]
+            out += [
+                f"- {_code(o.entry)} ({_pct(o.confidence)}): {_md(o.why)}"
+                for o in finding.competing
+            ]
     if report.skipped:
-        out += ["", "## Skipped", ""] + [
-            f"- `{_md(shown_name(s.file))}`: {s.reason}" for s in report.skipped
-        ]
+        out += ["", "## Skipped", ""]
+        out += [f"- {_code(s.file)}: {_md(s.reason)}" for s in report.skipped]
     return "\n".join(out) + "\n"
 
 

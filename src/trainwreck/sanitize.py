@@ -1,4 +1,4 @@
-"""Contributed text on the site: the only two ways it reaches a page.
+"""Untrusted text on the site, and in reports: the only ways it reaches a reader.
 
 Entries, rules and notebooks arrive by pull request from strangers, so their text is data, never
 markup. The site writes pages as Markdown that mkdocs renders (with attr_list, md_in_html and raw
@@ -16,6 +16,16 @@ HTML enabled for our own templates), and every contributed string goes through o
 `inline=True` is for table cells, headings, list items and labels: inline tags only, on one line.
 Block output (paragraphs, lists, code) must start a line of its own in the page, where mkdocs'
 Markdown keeps an HTML block as it is.
+
+Outside the site, text from logs, file names, pull requests, rule packs and notebook errors
+reaches a terminal (`diagnose`'s text report), GitHub Markdown (`diagnose --format markdown`,
+which the action appends to the job summary) or the review bot's pull-request comment, always
+through one function:
+
+- `report_text(value, form)`: on one line, with control characters (C0, DEL, C1) and the
+  bidirectional controls shown as escapes (`\\x1b`, `\\u202e`); `form="markdown"` also makes
+  HTML and Markdown syntax inert, and `form="code"` puts it in an inline code span that it
+  cannot close (no HTML, link, image, heading, emphasis, autolink or @mention inside it).
 
 Python-Markdown and nh3 come with the `site` extra and are imported on first use.
 """
@@ -56,6 +66,50 @@ ATTRIBUTES = {
     "td": {"align"},
     "th": {"align"},
 }
+
+
+# Shown as escapes wherever untrusted text reaches a reader outside the site: C0 controls but the
+# tab (a newline forges a report line, ESC drives the terminal), DEL, C1 controls (U+009B is a
+# CSI to many terminals) and the bidirectional controls, which reorder what a reader sees
+# ("d\u202etxt.gol" shows as "dlog.txt").
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+REPORT_ESCAPES = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))},
+    **{ord(c): f"\\u{ord(c):04x}" for c in BIDI_CONTROLS},
+}
+REPORT_FORMS = ("text", "markdown", "code")
+# What GitHub Flavored Markdown reads as syntax in prose (CommonMark's backslash escapes cover
+# all ASCII punctuation; "~" is GFM's strikethrough).
+_GFM_ESCAPE_RE = re.compile(r"[\\`*_{}\[\]()#+\-.!|~>]")
+
+
+def report_text(value: Any, form: str = "text", *, limit: int | None = None) -> str:
+    """Untrusted text as a report shows it, on one line; idempotent (its escapes are plain
+    characters). `form`:
+
+    - "text", for a terminal: control and bidirectional characters as escapes;
+    - "markdown", for prose in GitHub Markdown: also HTML-special characters as entities and
+      Markdown-active ones backslash-escaped, so it renders as the same characters;
+    - "code", for GitHub Markdown as an inline code span: fenced by more backticks than it holds,
+      with "|" escaped (a table row ends a cell at any bare "|", even in code).
+
+    `limit` cuts the text (after escaping) at that many characters, marked with "…".
+    """
+    if form not in REPORT_FORMS:
+        raise ValueError(f"unknown report form {form!r} (one of {', '.join(REPORT_FORMS)})")
+    text = str(value).translate(REPORT_ESCAPES)
+    if limit is not None and len(text) > limit:
+        text = text[: max(0, limit - 1)] + "…"
+    if form == "markdown":
+        return _GFM_ESCAPE_RE.sub(lambda m: "\\" + m.group(0), _escape_html(text))
+    if form == "code":
+        text = text.replace("|", "\\|")
+        fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+        if not text.strip(" "):
+            return f"{fence}{text or ' '}{fence}"  # all spaces: CommonMark strips none
+        pad = " " if text[0] in "` " or text[-1] in "` " else ""
+        return f"{fence}{pad}{text}{pad}{fence}"
+    return text
 
 
 class SanitizerMissing(ImportError):

@@ -158,3 +158,25 @@ def run_ranks(
                 process.kill()
                 process.wait()
     return results
+
+
+def keyword_checks(code: str, call: str, target: str) -> str:
+    """Assertions that `target`, built by `call(...)` in `code`, holds each literal keyword value
+    the code passes (what the example says it configures)."""
+    import ast
+
+    lines = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == call:
+            for keyword in node.keywords:
+                try:
+                    value = ast.literal_eval(keyword.value)
+                except ValueError:
+                    continue
+                lines.append(
+                    f"assert {target}.{keyword.arg} == {value!r}, "
+                    f"({keyword.arg!r}, {target}.{keyword.arg})"
+                )
+    if not lines:
+        raise ValueError(f"no literal keywords of {call}(...) in the code")
+    return "\n" + "\n".join(lines) + "\nprint('configured')\n"

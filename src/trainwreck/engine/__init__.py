@@ -16,7 +16,9 @@ The modules, each one job (dependencies point down this list):
 - `patterns`: every distinct pattern once, the RE2 set and the prefilter;
 - `captures`: named captures converted by the matchers' units;
 - `lineinfo`: a line's rank and time; `prefixes`: the paste-shape layer under it;
-- `reading`: files, stdin and gzip in blocks of whole lines, evidence text;
+- `reading`: files, stdin and gzip in blocks of whole lines, evidence text; `sources`: the
+  streams it reads (gzip, a byte range, a file bounded by its size, a polled FIFO); `text`: the
+  one rule for what is text (NUL runs, leading garbage, UTF-16/32 by their BOM);
 - `evaluation`: detectors, condition, confidence, evidence and the initiating rank of a rule;
 - `detectors`: the detectors' numeric code, one function per kind of `rules.registry`;
 - `suggest`: the closest entries to a log's error lines when no rule fires.

@@ -1,27 +1,69 @@
 """Reading logs: files, stdin and gzip streams in blocks of whole lines, in bounded memory.
 
 A block is a few MiB cut at a line end; a line longer than MAX_LINE bytes is cut there (its tail
-is skipped, never buffered); a lone CR ends a line (progress bars); a binary file is told apart
-by its head and skipped; a damaged gzip stream is read up to the damage. Every problem becomes a
+is skipped, never buffered); a lone CR ends a line (progress bars); a damaged gzip stream is read
+up to the damage. What is text follows one rule (text_start): runs of NUL bytes (the zero-filled
+tail a crashed node leaves) are not judged but blanked in place, a leading stretch that is not
+text is skipped, a UTF-16 or UTF-32 log with a byte-order mark is decoded, and only a file with
+no text in its first block is binary. A regular file is read up to its size when it was opened;
+a FIFO or device gives up after SPECIAL_WAIT_S seconds without data. Every problem becomes a
 `Skipped` note, never an exception.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
+import os
 import re
-import struct
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainwreck.engine.sources import (
+    ByteRange,
+    GzipDamage,
+    GzipStream,
+    PolledRaw,
+    Prefixed,
+    SizedFile,
+)
+from trainwreck.engine.text import (
+    DecodedStream,
+    NulRuns,
+    blank,
+    blank_nul_runs,
+    bom_encoding,
+    text_start,
+)
 from trainwreck.findings import Skipped
+from trainwreck.sanitize import REPORT_ESCAPES
+
+# Names other modules import from here (the reading API).
+__all__ = [
+    "BLOCK",
+    "MAX_LINE",
+    "ByteRange",
+    "GzipDamage",
+    "bom_encoding",
+    "evidence_text",
+    "head_blocks",
+    "is_path",
+    "lone_cr_to_lf",
+    "open_input",
+    "read_blocks",
+    "read_head",
+    "read_line_at",
+]
 
 BLOCK = 2 << 20  # bytes read at a time (a busy block takes about ten times its size while read)
 MAX_LINE = 64 << 10  # a line is cut at this length
 EVIDENCE_TEXT = 400  # characters of a line kept as evidence
+MAX_NUL_RUN = 16 << 20  # after this many NULs in a row (a sparse file's hole) the rest is not read
+SPECIAL_WAIT_S = 30.0  # a FIFO or device named on the command line: seconds without data
 
 
 _LONE_CR = re.compile(rb"\r(?!\n)")
@@ -33,198 +75,85 @@ def lone_cr_to_lf(data: bytes) -> bytes:
     return _LONE_CR.sub(b"\n", data) if b"\r" in data else data
 
 
-class GzipDamage(Exception):
-    """A gzip stream is damaged after the data already handed out; the message says how."""
-
-
-class GzipStream:
-    """Streaming gzip reader that hands out every byte decoded before damage (as zcat does), then
-    raises GzipDamage: a truncated stream, corrupt deflate data, a CRC or length mismatch, or
-    trailing garbage after the last member. gzip.GzipFile would drop the whole last read, and
-    zlib's gzip mode loses the output of the call that meets a bad trailer, so the header and
-    trailer are parsed here around a raw inflater. Output per read is bounded, so a decompression
-    bomb cannot exhaust memory. Concatenated members (and NUL padding) are read as one stream."""
-
-    CHUNK = 1 << 16
-    MAX_HEADER = 1 << 16  # a file name or comment in the header longer than this is damage
-
-    def __init__(self, raw: BinaryIO):
-        self.raw = raw
-        self.pending = b""  # compressed input not yet consumed
-        self.buffer = b""
-        self.decoder: Any = None  # inside a member when set
-        self.crc = 0
-        self.size = 0
-        self.members = 0
-        self.finished = False
-        self.damage: str | None = None
-
-    def _fill(self, n: int) -> bool:
-        """At least n bytes pending, unless the input ends first."""
-        while len(self.pending) < n:
-            more = self.raw.read(self.CHUNK)
-            if not more:
-                return False
-            self.pending += more
-        return True
-
-    def _start_member(self) -> bool:
-        """Parse a member header; False at a clean end of input (damage is recorded)."""
-        while True:  # NUL padding between or after members (tape blocks, preallocated files)
-            if not self._fill(1):
-                return False
-            self.pending = self.pending.lstrip(b"\x00")
-            if self.pending:
-                break
-        if not self._fill(10) or self.pending[:3] != b"\x1f\x8b\x08":
-            self.damage = (
-                "trailing garbage after the gzip data" if self.members else "not gzip data"
-            )
-            return False
-        flags = self.pending[3]
-        at = 10
-        if flags & 4:  # FEXTRA
-            if not self._fill(at + 2):
-                self.damage = "truncated gzip header"
-                return False
-            at += 2 + int.from_bytes(self.pending[at : at + 2], "little")
-        for flag in (8, 16):  # FNAME, FCOMMENT: NUL-terminated
-            if flags & flag:
-                while (end := self.pending.find(b"\x00", at)) < 0:
-                    if len(self.pending) > self.MAX_HEADER or not self._fill(len(self.pending) + 1):
-                        self.damage = "truncated or oversized gzip header"
-                        return False
-                at = end + 1
-        if flags & 2:  # FHCRC
-            at += 2
-        if not self._fill(at):
-            self.damage = "truncated gzip header"
-            return False
-        self.pending = self.pending[at:]
-        self.decoder = zlib.decompressobj(-zlib.MAX_WBITS)
-        self.crc = 0
-        self.size = 0
-        return True
-
-    def _end_member(self) -> bool:
-        """Check a member's trailer (CRC-32 and length); False on damage."""
-        self.pending = self.decoder.unused_data + self.pending
-        self.decoder = None
-        self.members += 1
-        if not self._fill(8):
-            self.damage = "truncated gzip stream (the trailer is missing)"
-            return False
-        crc, size = struct.unpack("<II", self.pending[:8])
-        self.pending = self.pending[8:]
-        if crc != self.crc or size != self.size & 0xFFFFFFFF:
-            self.damage = "gzip CRC or length check failed"
-            return False
-        return True
-
-    def read(self, size: int) -> bytes:
-        while len(self.buffer) < size and not self.finished:
-            if self.decoder is None and not self._start_member():
-                self.finished = True
-                break
-            if not self.pending and not self._fill(1):
-                self.damage = "truncated gzip stream"
-                self.finished = True
-                break
-            try:
-                out = self.decoder.decompress(self.pending, size)
-            except zlib.error as exc:
-                self.damage = f"corrupt gzip data ({exc})"
-                self.finished = True
-                break
-            self.pending = self.decoder.unconsumed_tail
-            self.crc = zlib.crc32(out, self.crc)
-            self.size += len(out)
-            self.buffer += out
-            if self.decoder.eof and not self._end_member():
-                self.finished = True
-        if not self.buffer and self.damage:
-            damage, self.damage = self.damage, None
-            raise GzipDamage(damage)
-        out, self.buffer = self.buffer[:size], self.buffer[size:]
-        return out
-
-    def close(self) -> None:
-        self.raw.close()
-
-
 # Evidence is printed to terminals: control characters from a log (NUL, ANSI escapes) are shown
 # as visible escapes instead of being replayed.
-_CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
-
-
 def evidence_text(raw: bytes) -> str:
-    """A log line as evidence: decoded leniently, bounded, control characters made visible."""
+    """A log line as evidence: decoded leniently, bounded, control and bidirectional characters
+    made visible as reports show them (sanitize.REPORT_ESCAPES)."""
     text = raw[: EVIDENCE_TEXT * 4].decode("utf-8", "replace").rstrip("\r\n")
-    return text.translate(_CONTROL_ESCAPES)[:EVIDENCE_TEXT]
+    return text.translate(REPORT_ESCAPES)[:EVIDENCE_TEXT]
 
 
-def looks_binary(head: bytes) -> bool:
-    """Binary, not a log: NUL bytes, many control characters, or mostly invalid UTF-8 at the start
-    (a few NULs later in a log, from a crash, do not make it binary)."""
-    if not head:
-        return False
-    if head.count(b"\x00") > len(head) // 200:
-        return True
-    controls = sum(1 for b in head if b < 9 or 13 < b < 32)
-    if controls > len(head) // 10:
-        return True
-    invalid = head.decode("utf-8", "replace").count("\ufffd")
-    return invalid > len(head) // 10
-
-
-class ByteRange:
-    """The next `size` bytes of a binary file, read as a stream."""
-
-    def __init__(self, handle: BinaryIO, size: int) -> None:
-        self.handle = handle
-        self.left = size
-
-    def read(self, size: int) -> bytes:
-        data = self.handle.read(min(size, self.left)) if self.left > 0 else b""
-        self.left -= len(data)
-        return data
-
-    def close(self) -> None:
-        self.handle.close()
+def _decoded(handle: Any, head: bytes) -> Any:
+    """`handle` (whose first bytes are `head`) as the bytes of its text: gzip decompressed,
+    UTF-16 and UTF-32 decoded, else as it is."""
+    if head[:2] == b"\x1f\x8b":
+        stream = GzipStream(handle)
+        try:
+            first = stream.read(4)
+        except GzipDamage as exc:  # damaged from the start: read_blocks reports it
+            damaged = Prefixed(stream, b"")
+            damaged.error = exc
+            return damaged
+        encoding = bom_encoding(first)
+        return DecodedStream(stream, encoding, first) if encoding else Prefixed(stream, first)
+    encoding = bom_encoding(head)
+    return DecodedStream(handle, encoding) if encoding else handle
 
 
 def open_input(source: Any, display: str, skipped: list[Skipped]) -> BinaryIO | None:
-    """A binary stream for an input (a path, "-" for stdin, or a stream), gzip decoded; None
-    (with a note in `skipped`) when it cannot be opened."""
+    """A binary stream of an input's text (a path, "-" for stdin, or a stream): gzip, UTF-16 and
+    UTF-32 decoded; a regular file bounded by its size at open, a FIFO or device by
+    SPECIAL_WAIT_S without data. None (with a note in `skipped`) when it cannot be opened."""
     if not isinstance(source, (str, Path)):
         return source
     if str(source) == "-":
         return sys.stdin.buffer
-    path = Path(source)
+    handle: Any = None
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the caller
+        mode = os.stat(source).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            # Opening a FIFO to read waits for a writer: never block, poll with a limit instead.
+            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
+            handle = io.BufferedReader(PolledRaw(fd, display, skipped, SPECIAL_WAIT_S), BLOCK)
+        else:
+            handle = open(source, "rb")  # noqa: SIM115 - closed by the caller
+            if stat.S_ISREG(mode):
+                handle = SizedFile(handle, display, skipped)
         # peek, not read and seek: a FIFO or `<(cmd)` cannot seek
-        head = handle.peek(2)[:2]
+        head = bytes(handle.peek(4)[:4])
     except OSError as exc:
+        if handle is not None:
+            handle.close()
         skipped.append(Skipped(display, f"unreadable: {exc.strerror or exc}", True))
         return None
-    if head == b"\x1f\x8b":
-        return GzipStream(handle)  # type: ignore[return-value]
-    return handle
+    return _decoded(handle, head)  # type: ignore[no-any-return]
 
 
 def read_blocks(
     handle: BinaryIO, display: str, skipped: list[Skipped], head: bool = True
 ) -> Iterator[bytes]:
     """Blocks of whole lines; lines longer than MAX_LINE are cut there. `head`: the reading
-    starts at the start of the file (where binary files are told apart)."""
+    starts at the start of the file (where text_start tells text from binary). NUL runs are
+    blanked in place, and the report says how many bytes they held."""
+    nul = NulRuns()
+    try:
+        yield from _lines(handle, display, skipped, head, nul)
+    finally:
+        if (note := nul.note()) is not None:
+            skipped.append(Skipped(display, note))
+
+
+def _lines(
+    handle: BinaryIO, display: str, skipped: list[Skipped], first: bool, nul: NulRuns
+) -> Iterator[bytes]:
     pending = b""
     skipping = False  # inside the uncopied tail of an overlong line
-    first = head
     held_cr = b""  # a CR ending the last read: a line end unless a LF follows
+    stopped = False  # a NUL run of MAX_NUL_RUN: what was read is used, the rest is not read
     while True:
         try:
-            data = handle.read(BLOCK)
+            data = b"" if stopped else handle.read(BLOCK)
         except (EOFError, zlib.error, gzip.BadGzipFile, GzipDamage) as exc:
             reason = (
                 str(exc)
@@ -244,9 +173,29 @@ def read_blocks(
             data = b""
         if first:
             first = False
-            if data and looks_binary(data[:8192]):
+            start = text_start(data)
+            if start is None:
                 skipped.append(Skipped(display, "binary file (not text); skipped"))
                 return
+            if start:
+                data = blank(data[:start]) + data[start:]
+                skipped.append(
+                    Skipped(
+                        display,
+                        f"the first {start:,} bytes are not text (binary or invalid UTF-8); "
+                        "skipped",
+                    )
+                )
+        data = nul.blank(data, final=not data)
+        if nul.current >= MAX_NUL_RUN and not stopped:
+            stopped = True
+            skipped.append(
+                Skipped(
+                    display,
+                    f"{MAX_NUL_RUN >> 20} MiB of NUL bytes in a row (a hole or a zero-filled "
+                    "file): the rest was not read",
+                )
+            )
         data = lone_cr_to_lf(held_cr + data) if data else held_cr.replace(b"\r", b"\n")
         held_cr = b""
         if data.endswith(b"\r"):
@@ -287,14 +236,20 @@ def read_blocks(
 
 
 def is_path(source: Any) -> bool:
-    """Whether an input names a file that can be opened again (not stdin, not a stream)."""
-    return isinstance(source, (str, Path)) and str(source) != "-"
+    """Whether an input names a regular file that can be opened again (not stdin, a stream, a
+    FIFO or a device: what they held was consumed by the scan)."""
+    if not isinstance(source, (str, Path)) or str(source) == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(source).st_mode)
+    except OSError:
+        return False
 
 
 def head_blocks(source: Any, limit: int) -> Iterator[bytes]:
     """The first `limit` bytes (or a little more, to a line end) of a log file as blocks of
-    whole lines, gzip decoded; nothing when it is not a file or cannot be read. For the side
-    readers that look at a log after the scan, in the scan's bounded memory."""
+    whole lines, read as the scan reads them; nothing when it is not a file or cannot be read.
+    For the side readers that look at a log after the scan, in the scan's bounded memory."""
     if not is_path(source):
         return
     skipped: list[Skipped] = []
@@ -312,42 +267,62 @@ def head_blocks(source: Any, limit: int) -> Iterator[bytes]:
         handle.close()
 
 
+def _text_stream(raw: Any) -> Any:
+    """A file opened "rb" as the bytes of its text (gzip, UTF-16 and UTF-32 decoded)."""
+    return _decoded(raw, bytes(raw.peek(4)[:4]))
+
+
+def _read_up_to(stream: Any, limit: int) -> bytes:
+    """Up to `limit` bytes of a stream, stopping quietly at gzip damage."""
+    parts: list[bytes] = []
+    size = 0
+    while size < limit:
+        try:
+            part = stream.read(min(BLOCK, limit - size))
+        except GzipDamage:
+            break
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
+
+
 def read_head(source: Any, limit: int) -> bytes | None:
-    """Up to `limit` bytes from the start of a log file, gzip decoded (up to any damage); None
-    when it is not a file or cannot be read. For the side readers (suggestions, explain's near
-    misses) that look at the head of a log after the scan."""
+    """Up to `limit` bytes from the start of a log file's text (gzip, UTF-16 and UTF-32 decoded,
+    NUL runs blanked as the scan reads them; up to any damage); None when it is not a file or
+    cannot be read. For the side readers (suggestions, explain's near misses, the prefilter's
+    sample) that look at the head of a log after the scan."""
     if not is_path(source):
         return None
     try:
-        with open(source, "rb") as handle:
-            if handle.peek(2)[:2] != b"\x1f\x8b":
-                return handle.read(limit)
-            stream = GzipStream(handle)
-            parts: list[bytes] = []
-            size = 0
-            while size < limit:
-                try:
-                    part = stream.read(min(BLOCK, limit - size))
-                except GzipDamage:
-                    break
-                if not part:
-                    break
-                parts.append(part)
-                size += len(part)
-            return b"".join(parts)
+        with open(source, "rb") as raw:
+            return blank_nul_runs(_read_up_to(_text_stream(raw), limit))
     except OSError:
         return None
 
 
 def read_line_at(source: Any, offset: int) -> bytes | None:
-    """The line at byte `offset` of a log file (gzip streams seek by decompressing, bounded by
-    the offset); None when it cannot be read."""
+    """The line at byte `offset` of a log file's text, as the scan read it (a decoded stream is
+    read up to the offset, bounded by it); None when it cannot be read."""
     try:
         with open(source, "rb") as raw:
-            head = raw.read(2)
-            raw.seek(0)
-            handle: Any = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-            handle.seek(offset)
-            return handle.readline(MAX_LINE)
-    except (OSError, EOFError, zlib.error):
+            stream = _text_stream(raw)
+            if stream is raw:
+                raw.seek(offset)
+                return blank_nul_runs(raw.readline(MAX_LINE))
+            while offset > 0:
+                skipped = len(stream.read(min(BLOCK, offset)))
+                if not skipped:
+                    return None
+                offset -= skipped
+            line = b""
+            while b"\n" not in line and len(line) < MAX_LINE:
+                part = stream.read(4096)
+                if not part:
+                    break
+                line += part
+            cut = line.find(b"\n")
+            return blank_nul_runs(line[: cut + 1] if cut >= 0 else line[:MAX_LINE])
+    except (OSError, EOFError, zlib.error, GzipDamage):
         return None

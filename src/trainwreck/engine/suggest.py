@@ -206,9 +206,7 @@ def error_lines(
     search = _error_pattern().search
     for display, source in inputs:
         number = 1  # of the first line of the block
-        for block in head_blocks(source, READ_LIMIT):
-            if number == 1 and b"\x00" in block[:8192]:
-                break  # binary
+        for block in head_blocks(source, READ_LIMIT):  # (a binary file gives none)
             shaped = prefixes.normalize_block(block)  # the same lines, reshaped
             position, counted, line = 0, 0, number
             while True:

@@ -62,7 +62,7 @@ ENV_PREFIXES = (
 _ENV = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(ENV_PREFIXES) + r")[A-Z0-9_]*")
 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,max_split_size_mb:128 (shell, Python, prose)
 _ALLOC = re.compile(
-    r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\s*(?:=|,)\s*[\"']?"
+    r"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF[\"']?\]?\s*(?:=|,)\s*[\"']?"
     r"((?:[a-z_][a-z0-9_]*:[^\s,\"'`]+)(?:,[a-z_][a-z0-9_]*:[^\s,\"'`]+)*)"
 )
 _SPAN = re.compile(r"`([^`\n]+)`")

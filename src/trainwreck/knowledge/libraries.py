@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,54 +126,99 @@ def cache_for(root: Path) -> Path:
 # --- names and signatures --------------------------------------------------------------------
 
 
+class Lookups:
+    """The questions to the installed libraries, asked on construction and answered by
+    `answers()`: {root: (names, callees)}. Cached answers are reused; the rest are asked in one
+    process per library, all running side by side while the caller does other work.
+
+        with Lookups(requests, cache) as lookups:
+            ...                                    # scan files meanwhile
+            answers = lookups.answers()
+    """
+
+    def __init__(
+        self,
+        requests: dict[str, tuple[set[str], set[str]]],
+        cache: Path,
+        timeout: float = LOOKUP_TIMEOUT_S,
+    ) -> None:
+        self.cache = cache
+        self.deadline = time.monotonic() + timeout
+        self.timeout = timeout
+        self._answers: dict[str, Answer] = {}
+        self._pending: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+        self._workdir = tempfile.TemporaryDirectory(prefix="trainwreck-lookup-")
+        script = _LOOKUP_SCRIPT.read_text(encoding="utf-8")
+        try:
+            for root, (names, callees) in sorted(requests.items()):
+                self._start(root, names, callees, script)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, root: str, names: set[str], callees: set[str], script: str) -> None:
+        lib = library(root)
+        answer = self._answers[root] = Answer(lib)
+        if lib.version is None:
+            return
+        cached = _read_cache(_cache_file(self.cache, lib, "names"))
+        answer.names = dict(cached.get("names", {}))
+        answer.callees = dict(cached.get("callees", {}))
+        ask_names = sorted(n for n in names if n not in answer.names)
+        ask_callees = sorted(c for c in callees if c not in answer.callees)
+        if not ask_names and not ask_callees:
+            return
+        folder = Path(self._workdir.name)
+        out, request = folder / f"{root}.json", folder / f"{root}.request.json"
+        request.write_text(
+            json.dumps({"root": root, "names": ask_names, "callees": ask_callees}), "utf-8"
+        )
+        with open(request, "rb") as stdin:
+            process = subprocess.Popen(
+                [sys.executable, "-c", script, str(out)],
+                stdin=stdin,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd=folder,
+                env={**os.environ, **_QUIET_ENV},
+            )
+        self._pending[root] = (process, out)
+
+    def answers(self) -> dict[str, Answer]:
+        """Every library's answer, waiting for the processes still running (until the
+        deadline, after which a library is a failure)."""
+        for root, (process, out) in list(self._pending.items()):
+            left = max(self.deadline - time.monotonic(), 0.0)
+            _collect(self._answers[root], process, out, left, self.timeout, self.cache)
+            del self._pending[root]
+        self.close()
+        return self._answers
+
+    def close(self) -> None:
+        for process, _ in self._pending.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            if process.stderr:
+                process.stderr.close()
+        self._pending.clear()
+        self._workdir.cleanup()
+
+    def __enter__(self) -> Lookups:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def look_up(
     requests: dict[str, tuple[set[str], set[str]]],
     cache: Path,
     timeout: float = LOOKUP_TIMEOUT_S,
 ) -> dict[str, Answer]:
-    """Ask each installed library about its names and callees: {root: (names, callees)}. Cached
-    answers are reused; the rest are asked in one process per library, run side by side."""
-    answers: dict[str, Answer] = {}
-    pending: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
-    script = _LOOKUP_SCRIPT.read_text(encoding="utf-8")
-    workdir = tempfile.TemporaryDirectory(prefix="trainwreck-lookup-")
-    try:
-        for root, (names, callees) in sorted(requests.items()):
-            lib = library(root)
-            answer = answers[root] = Answer(lib)
-            if lib.version is None:
-                continue
-            cached = _read_cache(_cache_file(cache, lib, "names"))
-            answer.names = dict(cached.get("names", {}))
-            answer.callees = dict(cached.get("callees", {}))
-            ask_names = sorted(n for n in names if n not in answer.names)
-            ask_callees = sorted(c for c in callees if c not in answer.callees)
-            if not ask_names and not ask_callees:
-                continue
-            out = Path(workdir.name) / f"{root}.json"
-            request = Path(workdir.name) / f"{root}.request.json"
-            request.write_text(
-                json.dumps({"root": root, "names": ask_names, "callees": ask_callees}), "utf-8"
-            )
-            with open(request, "rb") as stdin:
-                process = subprocess.Popen(
-                    [sys.executable, "-c", script, str(out)],
-                    stdin=stdin,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    cwd=workdir.name,
-                    env={**os.environ, **_QUIET_ENV},
-                )
-            pending[root] = (process, out)
-        for root, (process, out) in pending.items():
-            _collect(answers[root], process, out, timeout, cache)
-    finally:
-        for process, _ in pending.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        workdir.cleanup()
-    return answers
+    """Ask the libraries and wait for their answers (see `Lookups`)."""
+    with Lookups(requests, cache, timeout) as lookups:
+        return lookups.answers()
 
 
 # Libraries that look for a network, a GPU or a tokenizer pool while importing: keep them quiet.
@@ -186,10 +232,15 @@ _QUIET_ENV = {
 
 
 def _collect(
-    answer: Answer, process: subprocess.Popen[bytes], out: Path, timeout: float, cache: Path
+    answer: Answer,
+    process: subprocess.Popen[bytes],
+    out: Path,
+    left: float,
+    timeout: float,
+    cache: Path,
 ) -> None:
     try:
-        _, stderr = process.communicate(timeout=timeout)
+        _, stderr = process.communicate(timeout=left)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -328,6 +379,7 @@ def allocator_options(lib: Library, cache: Path) -> frozenset[str]:
     return _static(lib, cache, "alloc", _allocator_options)
 
 
+@functools.cache
 def _static(lib: Library, cache: Path, kind: str, read: Any) -> frozenset[str]:
     if lib.version is None or lib.location is None:
         return frozenset()

@@ -113,8 +113,15 @@ def name_problems(cited: Sequence[Cited], root: Path) -> list[Problem]:
                 requests[c.library][0].add(c.name)
             elif c.kind == "keyword":
                 requests[c.library][1].add(c.callee)
-    answers = libraries.look_up(dict(requests), cache)
-    judge = _Judge(answers, cache)
+    with libraries.Lookups(dict(requests), cache) as lookups:
+        # while the libraries answer, read what needs no answer from them: scanning their
+        # files for environment variables and config keys (filled into the caches)
+        prepare = _Judge({}, cache)
+        for doc in cited:
+            for c in doc.citations:
+                if c.kind not in ("name", "keyword"):
+                    prepare.verdict(c)
+        judge = _Judge(lookups.answers(), cache)
     problems: list[Problem] = []
     for doc in cited:
         problems += judge.document(doc)

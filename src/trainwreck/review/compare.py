@@ -339,8 +339,9 @@ def affected_pages(
     for change in changed_files(base, head, "docs", "*.md"):
         name = PurePosixPath(change.path).stem
         target = "" if name == "index" else f"{name}/"
-        pages[target] = f"docs/{name}.md ({change.change})"
-    return [f"{url}{path} : {what}" for path, what in sorted(pages.items())]
+        pages[target] = f"{_code(f'docs/{name}.md')} ({change.change})"
+    # Stems and the site address come from the pull request: the page is shown as code.
+    return [f"{_code(url + path)} : {what}" for path, what in sorted(pages.items())]
 
 
 def review_change(root: Path, base_ref: str = "main") -> Review:

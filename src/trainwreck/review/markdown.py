@@ -103,7 +103,7 @@ def render_markdown(review: Review) -> str:
             change = notebook.change
             if change == "changed":
                 change += " (code)" if notebook.code_changed else " (prose only)"
-            status = notebook.status.replace("|", "\\|")
+            status = _code(notebook.status)
             if notebook.kind == "failed":
                 status = f"**{status}**"
             out.append(f"| {_code(notebook.id)} | {change} | {status} |")

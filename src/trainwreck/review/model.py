@@ -98,7 +98,7 @@ class Review:
         ]
         out += [f"log {_code(d.path)}: {why}" for d in self.logs for why in d.broken]
         out += [
-            f"notebook {_code(n.id)}: {n.status}"
+            f"notebook {_code(n.id)}: {_code(n.status)}"
             for n in self.notebooks
             if n.kind == "failed" and n.change != "removed"
         ]

@@ -1,17 +1,20 @@
-"""Contributed text in the review's Markdown: ids, paths and problems as inline code."""
+"""Contributed text in the review's Markdown: ids, paths, problems and statuses as inline code
+(sanitize.report_text): the comment is posted by the bot, so nothing from the pull request may
+become a heading, a link, an image, HTML or an @mention in it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from trainwreck.model import Problem
+from trainwreck.sanitize import report_text
+
+MAX_SHOWN = 300  # characters of one contributed string in the comment
 
 
 def _code(text: Any) -> str:
-    """Contributed text as an inline code span in a table cell: no backticks, newlines or
-    pipes survive to become Markdown (ids and paths come from a pull request)."""
-    cleaned = " ".join(str(text).replace("`", "'").split()).replace("|", "\\|")
-    return f"`{cleaned[:300]}`"
+    """Contributed text as an inline code span, safe in a table cell and in prose."""
+    return report_text(text, "code", limit=MAX_SHOWN)
 
 
 def _problem_text(problem: Problem) -> str:
