@@ -65,13 +65,15 @@ def run(args: argparse.Namespace) -> int:
         root, targets, require_checked=getattr(args, "require_checked", False)
     )
     errors = [p for p in problems if p.severity == "error"]
-    warnings = [p for p in problems if p.severity != "error"]
+    warnings = [p for p in problems if p.severity == "warning"]
+    notes = [p for p in problems if p.severity == "note"]
     if args.format == "json":
         json.dump(
             {
                 "checked": checked,
                 "errors": len(errors),
                 "warnings": len(warnings),
+                "notes": len(notes),
                 "problems": [p.to_json() for p in problems],
             },
             sys.stdout,
@@ -84,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         verdict = "clean" if not errors else f"{len(errors)} error(s)"
         print(
             f"checked {checked} entr{'y' if checked == 1 else 'ies'}: {verdict}"
-            + (f", {len(warnings)} warning(s)" if warnings else ""),
+            + (f", {len(warnings)} warning(s)" if warnings else "")
+            + (f", {len(notes)} note(s) on what this machine cannot check" if notes else ""),
             file=sys.stderr,
         )
     return 1 if errors else 0

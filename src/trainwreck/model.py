@@ -47,6 +47,7 @@ class Severity(str, Enum):
 
     ERROR = "error"  # the file cannot be used as it is
     WARNING = "warning"  # it can, but something in it is probably wrong
+    NOTE = "note"  # nothing wrong was found, but part of it could not be checked on this machine
 
     def __str__(self) -> str:
         return self.value

@@ -153,7 +153,7 @@ class _Judge:
             names = sorted({f"{c.callee}({c.name}=)" if c.callee else c.name for c in citations})
             shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
             message = f"{reason}: {len(names)} name(s) not checked ({shown})"
-            problems.append(_problem(doc, citations[0], message, "warning"))
+            problems.append(_problem(doc, citations[0], message, "note"))
         problems += _unused_removed(doc, used_removed)
         return problems
 

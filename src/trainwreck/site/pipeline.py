@@ -162,7 +162,7 @@ def _check_step(steps: _Steps, summary: Summary, strict: bool) -> list[Entry] | 
     steps.say("[1/5] check: validating entries")
     entries, problems, entry_count = check_stage_cached(steps.root)
     errors = [p for p in problems if p.severity == "error"]
-    warnings = [p for p in problems if p.severity != "error"]
+    warnings = [p for p in problems if p.severity == "warning"]
     for problem in problems:
         steps.say(f"  {problem}")
     if errors:
