@@ -93,3 +93,26 @@ def test_reviewed_without_a_check_is_a_warning(tmp_path: Path) -> None:
 def test_a_malformed_digest_is_a_schema_error(tmp_path: Path) -> None:
     root = checked_repo(tmp_path, digest="not-hex")
     assert any("checked.digest: 'not-hex' does not match" in p for p in problems_of(root))
+
+
+def test_require_checked_warns_only_when_asked_and_only_without_a_block(
+    tmp_path: Path, capsys
+) -> None:
+    from trainwreck.cli import main
+
+    root = make_repo(tmp_path)
+    target = root / "entries" / "base-entry.yaml"
+    problems, _ = check_entries(root, [target])
+    assert not any("no checked block" in str(p) for p in problems)
+    (problem,) = [
+        p for p in check_entries(root, [target], require_checked=True)[0] if "checked" in str(p)
+    ]
+    assert str(problem).startswith("entries/base-entry.yaml:2:")
+    assert "warning: id: no checked block" in str(problem)
+    assert main(["check", "--root", str(root), "--require-checked"]) == 0  # a warning, not an error
+    assert "no checked block" in capsys.readouterr().out
+
+    checked = checked_repo(tmp_path / "checked")
+    entry = checked / "entries" / "base-entry.yaml"
+    assert problems_of(checked) == []
+    assert check_entries(checked, [entry], require_checked=True)[0] == []
