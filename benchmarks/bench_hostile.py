@@ -1,12 +1,18 @@
 """Benchmark memory bounds against hostile input (issue 10).
 
     python benchmarks/bench_hostile.py ranks [N]       # diagnose a log with N distinct rank prefixes
+    python benchmarks/bench_hostile.py shapes [N]      # N lines of random words: no shape repeats
     python benchmarks/bench_hostile.py probe [SECONDS] # the probe under empty steps, nothing else
     python benchmarks/bench_hostile.py jobs [N]        # diagnose N small files, --jobs N and serial
 
 `ranks` writes a log of N lines (default 10^6, about 40 MB), each a step-time line with its own
 `[rankN]:` prefix, runs `diagnose` on it in this process and prints the time, the peak RSS and
 what the report says was capped. Before the rank cap (issue 10) 10^6 ranks took 5.4 GB and 92 s.
+
+`shapes` writes N lines (default 300,000) of random words, a third of them words rules look for
+(so most lines are candidates) and hardly two of the same shape, and scans them twice in this
+process: as diagnose does, and with line shapes turned off (every candidate line by line), for
+the ratio of the two: line shapes must step aside when they do not repeat (issue 34).
 
 `probe` runs `with probe.step(): pass` as fast as it can for SECONDS (default 14) and prints the
 steps per second and the RSS every 2 seconds: it must stay flat (before, the writer's drain list
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import resource
+import string
 import subprocess
 import sys
 import tempfile
@@ -63,6 +71,48 @@ def bench_ranks(count: int) -> None:
     for item in report.skipped:
         print(f"skipped: {item.reason}")
     print(f"findings: {report.entries or 'none'}")
+
+
+def write_random_words(path: Path, count: int) -> None:
+    rng = random.Random(7)
+    common = ["step", "time", "loss", "error", "warning", "NCCL", "WARN", "nan", "ms", "rank"]
+    common += ["CUDA", "memory", "allocated", "GiB", "iteration", "sec", "signal", "timeout"]
+    letters = string.ascii_lowercase
+    with open(path, "w") as handle:
+        for _ in range(count):
+            words = [
+                rng.choice(common)
+                if rng.random() < 0.35
+                else "".join(rng.choice(letters) for _ in range(rng.randint(2, 7)))
+                for _ in range(rng.randint(4, 9))
+            ]
+            # under 80 columns: no line looks wrapped by a terminal (those blocks are joined)
+            handle.write(" ".join(words)[:78].rstrip() + "\n")
+
+
+def bench_shapes(count: int) -> None:
+    from trainwreck import engine as eng
+    from trainwreck.compile.packs import resolve
+    from trainwreck.engine import scanning
+
+    rules = resolve(ROOT, None, use_installed=False).rules
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "random-words.log"
+        write_random_words(path, count)
+        size = path.stat().st_size / 1e6
+        engine = eng.Engine(rules)
+        engine.scan([("warm-up", __file__)], jobs=1)  # the prefilter's and patterns' start-up
+        timings = {}
+        for label in ("as diagnose scans", "line by line only"):
+            if label == "line by line only":
+                scanning.BLOCK_SET_AFTER = scanning.BLOCK_SET_EARLY = 1 << 60
+            engine = eng.Engine(rules)
+            started = time.perf_counter()
+            scan = engine.scan([(str(path), str(path))], jobs=1)
+            timings[label] = time.perf_counter() - started
+            print(f"{label}: {timings[label]:.2f} s ({scan.lines:,} lines, {size:.1f} MB)")
+    ratio = timings["as diagnose scans"] / timings["line by line only"]
+    print(f"shapes / line by line: {ratio:.2f}x; peak RSS {peak_mb():.0f} MB")
 
 
 def bench_probe(seconds: float) -> None:
@@ -163,11 +213,13 @@ def bench_jobs(count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("ranks", "probe", "jobs"))
+    parser.add_argument("what", choices=("ranks", "shapes", "probe", "jobs"))
     parser.add_argument("amount", nargs="?", type=float)
     args = parser.parse_args()
     if args.what == "ranks":
         bench_ranks(int(args.amount or 1_000_000))
+    elif args.what == "shapes":
+        bench_shapes(int(args.amount or 300_000))
     elif args.what == "jobs":
         bench_jobs(int(args.amount or 3000))
     else:

@@ -93,9 +93,11 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def shortcuts(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
-    """Shortcuts from the first candidate line of every block, or never."""
+    """Shortcuts from the first candidate line of every block (and kept however many new
+    shapes the block has), or never."""
     for name in ("BLOCK_SET_AFTER", "BLOCK_SET_EARLY"):
         monkeypatch.setattr(scanning, name, 1 if on else 1 << 60)
+    monkeypatch.setattr(scanning, "STEP_ASIDE_AFTER", 1 << 60)
 
 
 def both(
@@ -256,14 +258,14 @@ def test_one_file_in_parts_scans_alike(rules, monkeypatch, small_blocks, tmp_pat
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", log.stat().st_size // 4)
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 3)  # three parts on any machine
     cut: list[Any] = []
-    original = eng.Engine._plan_parts
+    original = parallel.plan_parts
 
-    def planned(self: eng.Engine, *args: Any) -> Any:
-        found = original(self, *args)
+    def planned(*args: Any) -> Any:
+        found = original(*args)
         cut.append(found)
         return found
 
-    monkeypatch.setattr(eng.Engine, "_plan_parts", planned)
+    monkeypatch.setattr(parallel, "plan_parts", planned)
     serial = state_of(eng.Engine(rules).scan([(str(log), str(log))], jobs=1))
     parts = state_of(eng.Engine(rules).scan([(str(log), str(log))], jobs=3))
     assert cut and cut[0] is not None and len(cut[0][1]) == 3, cut
@@ -282,3 +284,69 @@ def test_a_full_shape_book_scans_alike(rules, monkeypatch, small_blocks, tmp_pat
     engine = eng.Engine(rules)
     engine.scan([(str(log), str(log))], jobs=1)
     assert len(engine.shapes.known) == 3 and len(engine.shapes.by_key) == 5
+
+
+def random_words_log(path: Path, lines: int, seed: int) -> Path:
+    """Lines of random words, many of them words the rules look for, so that most lines are
+    candidates and hardly two have the same shape; step lines of a few shapes among them."""
+    rng = random.Random(seed)
+    common = [
+        "step",
+        "time",
+        "loss",
+        "error",
+        "warning",
+        "NCCL",
+        "WARN",
+        "nan",
+        "ms",
+        "rank",
+        "CUDA",
+        "memory",
+        "GiB",
+        "sec",
+    ]
+
+    def word() -> str:
+        if rng.random() < 0.35:
+            return rng.choice(common)
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 7)))
+
+    out = []
+    for i in range(lines):
+        if rng.random() < 0.2:
+            out.append(
+                f"[default{i % 4}]:step {i} | loss 2.5 | step time {rng.uniform(400, 900):.1f} ms"
+            )
+        else:
+            out.append(" ".join(word() for _ in range(rng.randint(4, 9)))[:78].rstrip())
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_shapes_step_aside_when_they_do_not_repeat(
+    rules, monkeypatch, small_blocks, tmp_path, dense
+):
+    """When the shapes of a block do not repeat, the rest of it (and the next blocks) is read
+    line by line: the same state, and the shape book does not fill with one-off shapes."""
+    log = random_words_log(tmp_path / "words.log", 6000, 11)
+    shortcuts(monkeypatch, False)
+    slow = scan(rules, [log], fast=False)
+    for name in ("BLOCK_SET_AFTER", "BLOCK_SET_EARLY"):
+        monkeypatch.setattr(scanning, name, 1 if dense else 40)
+    monkeypatch.setattr(scanning, "STEP_ASIDE_AFTER", 64)
+    stepped = {"aside": 0}
+    original = eng.Engine._scan_shapes
+
+    def counted(self: eng.Engine, *args: Any, **kwargs: Any) -> Any:
+        found = original(self, *args, **kwargs)
+        stepped["aside"] += not found[2]
+        return found
+
+    monkeypatch.setattr(eng.Engine, "_scan_shapes", counted)
+    engine = eng.Engine(rules)
+    fast = state_of(engine.scan([(str(log), str(log))], jobs=1))
+    assert fast == slow
+    assert stepped["aside"] > 0
+    assert len(engine.shapes.known) < 1000  # (6,000 lines, nearly as many shapes)

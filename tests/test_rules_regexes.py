@@ -256,3 +256,24 @@ def test_no_module_reaches_into_the_regex_internals_but_the_shim():
         for found in private.finditer(path.read_text(encoding="utf-8"))
     ]
     assert not offenders, offenders
+
+
+def test_a_bundle_stores_the_pattern_facts_diagnose_would_work_out():
+    """The compiled bundle carries every pattern's required literals and digit-blindness, as
+    worked out from the parse, so diagnose does not parse them again at start; a malformed
+    item is left out (worked out again)."""
+    from trainwreck.compile.bundle import rule_patterns
+    from trainwreck.compile.packs import compile_folder
+
+    bundle = compile_folder(ROOT)[0]
+    table = bundle.data["pattern_facts"]
+    patterns = set(rule_patterns(bundle.rules))
+    assert set(table) == patterns and len(patterns) > 300
+    for pattern in sorted(patterns):
+        worked_out = regexes._literal_options(pattern)
+        stored = regexes.PatternFacts.from_json(table[pattern])
+        assert [list(option) for option in stored.literals] == worked_out[0], pattern
+        assert stored.ignore_case == worked_out[1]
+        assert stored.digit_blind == regexes._digit_blind(pattern), pattern
+    regexes.learn({"x(?P<n>\\d+)": [[["never"]], "yes", True], 3: [[], False, False]})
+    assert regexes.literal_options("x(?P<n>\\d+)") == regexes._literal_options("x(?P<n>\\d+)")

@@ -143,3 +143,33 @@ def test_a_thinned_step_log_still_shows_its_stalls(tmp_path, monkeypatch, jobs) 
     report = diagnose([str(log)], ROOT, jobs=jobs).to_json()
     assert "python-gc-straggler" in {f["entry"] for f in report["findings"]}
     assert "was thinned to stay within memory" in repr(report)
+
+
+def test_decimal_values_are_float() -> None:
+    """captures.decimal_values, the numpy reader of plain decimal captures, gives exactly the
+    float() of each capture, for every layout of up to 15 digits (signs, leading and trailing
+    points); decimal_layout refuses what is not a plain decimal."""
+    from trainwreck.engine import captures
+
+    rng = random.Random(9)
+    by_layout: dict[bytes, list[bytes]] = {}
+    for _ in range(20000):
+        whole = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 9)))
+        decimals = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 15 - len(whole))))
+        if not whole and not decimals:
+            continue
+        text = (
+            rng.choice(["", "-", "+"])
+            + whole
+            + ("." + decimals if decimals or rng.random() < 0.2 else "")
+        )
+        by_layout.setdefault(text.encode().translate(MASK), []).append(text.encode())
+    assert len(by_layout) > 300
+    for texts in by_layout.values():
+        layout = captures.decimal_layout(texts[0])
+        assert layout is not None, texts[0]
+        digits = np.frombuffer(b"".join(texts), dtype=np.uint8).reshape(len(texts), -1)
+        got = captures.decimal_values(digits, layout).tolist()
+        assert got == [float(t) for t in texts], texts[:3]
+    for text in (b"1e5", b"1,234", b"12 ms", b"0x1f", b"1234567890123456", b"-", b"."):
+        assert captures.decimal_layout(text) is None, text

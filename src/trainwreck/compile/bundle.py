@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from trainwreck import __version__
 from trainwreck.errors import UsageError
 from trainwreck.model import Entry
+from trainwreck.rules import regexes
 
 FORMAT = 1
 # No published site unless one is configured: links are then left out (or point to a local
@@ -171,6 +172,7 @@ def make_bundle(
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return {
         "text_index": build_text_index(rules, entries),
+        "pattern_facts": regexes.facts_table(rule_patterns(rules)),
         "format": FORMAT,
         "name": name,
         "version": version,
@@ -179,6 +181,16 @@ def make_bundle(
         "hash": digest,
         **payload,
     }
+
+
+def rule_patterns(rules: list[dict[str, Any]]) -> list[str]:
+    """Every pattern of the rules' matchers (a regex matcher's, a block's start, end and captures)."""
+    found: list[str] = []
+    for rule in rules:
+        for spec in rule.get("matchers", {}).values():
+            found.extend(spec[key] for key in ("regex", "start", "end") if key in spec)
+            found.extend(spec.get("capture", []))
+    return found
 
 
 def load_bundle_file(path: Path) -> Bundle:

@@ -27,6 +27,7 @@ from trainwreck.compile.bundle import (
     site_url,
 )
 from trainwreck.model import Entry, Problem
+from trainwreck.rules import regexes
 
 if TYPE_CHECKING:
     from trainwreck.rules.model import LoadedRules
@@ -47,6 +48,8 @@ class RuleSet:
     text_index: dict[str, dict[str, int]] = field(default_factory=dict)  # entry -> term counts
 
     def add(self, bundle: Bundle) -> None:
+        if bundle.data.get("toolkit_version") == __version__:
+            regexes.learn(bundle.data.get("pattern_facts"))  # (see regexes.PatternFacts)
         known = {rule["id"] for rule in self.rules}
         added = 0
         for rule in bundle.rules:

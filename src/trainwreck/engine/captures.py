@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from trainwreck.engine.lineinfo import DIGIT_MASK
 from trainwreck.rules.units import factor, to_number
 
 Plan = tuple[tuple[str, "float | None", "str | None", Any], ...]
@@ -175,6 +176,41 @@ def number(value: Any) -> float:
     if math.isinf(found):
         return to_number(value)  # the word inf, or an overflow
     return found
+
+
+NOT_DIGITS = bytes(c for c in range(256) if not 48 <= c <= 57)
+_LAYOUTS: dict[bytes, tuple[bool, np.ndarray, float] | None] = {}
+
+
+def decimal_layout(text: bytes) -> tuple[bool, np.ndarray, float] | None:
+    """For a plain decimal number of this shape: (negative, the columns of its digits, 10 to
+    the number of decimals); None for anything else (exponents, commas, spaces, words)."""
+    shape = text.translate(DIGIT_MASK)
+    if shape in _LAYOUTS:
+        return _LAYOUTS[shape]
+    found = None
+    body = shape[1:] if shape[:1] in (b"-", b"+") else shape
+    digits = body.count(b"0")
+    if digits and digits <= 15 and body.replace(b"0", b"") in (b"", b"."):
+        offset = len(shape) - len(body)
+        columns = np.array([offset + i for i, c in enumerate(body) if c == 48], dtype=np.int64)
+        decimals = len(body) - body.index(b".") - 1 if b"." in body else 0
+        found = (shape[:1] == b"-", columns, float(10**decimals))
+    if len(_LAYOUTS) < 4096:
+        _LAYOUTS[shape] = found
+    return found
+
+
+def decimal_values(digits: np.ndarray, layout: tuple[bool, np.ndarray, float]) -> np.ndarray:
+    """number() over many captures of one decimal_layout, with numpy: `digits` holds each
+    capture's bytes (one row each). At most 15 digits, whose integer and power of ten are exact
+    in a double, so one division rounds as float() does (tests/test_rules_shapes.py pairs the
+    two on random decimals)."""
+    negative, columns, scale = layout
+    whole = digits[:, columns].astype(np.int64) - 48
+    mantissa = whole @ (10 ** np.arange(len(columns) - 1, -1, -1, dtype=np.int64))
+    found = mantissa / scale if scale != 1.0 else mantissa.astype(np.float64)
+    return -found if negative else found
 
 
 def unit_factor(unit: Any) -> float | None:

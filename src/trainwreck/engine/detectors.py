@@ -493,6 +493,8 @@ def jump(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> Detec
     largest = math.nan
     first: tuple[float, RankKey, float] | None = None
     for rank, raw in series.items():
+        if len(raw) <= history:
+            continue  # no point has `min_history` points before it
         points = _finite(raw)
         values = points.value
         base = _trailing_median(values, window, history)

@@ -113,6 +113,15 @@ def _run_detectors(
     rule = run.rule
     results: dict[str, det.DetectorResult] = {}
     cooccur_hits: CooccurHits = {}
+    read: dict[str, dict[Any, det.Points]] = {}
+
+    def points_of(series: str) -> dict[Any, det.Points]:
+        """A series' points per rank, read once for all the rule's detectors."""
+        if series not in read:
+            per_rank = run.series.get(series, {})
+            read[series] = {rank: buffer.points() for rank, buffer in per_rank.items()}
+        return read[series]
+
     for name in rule["detector_order"]:
         spec = rule["detectors"][name]
         detector = DETECTORS[spec["kind"]]
@@ -129,10 +138,9 @@ def _run_detectors(
             cooccur_hits[name] = (tables[0], hits)
         else:
             buffers = run.series.get(spec["series"], {})
-            series = {rank: buffer.points() for rank, buffer in buffers.items()}
+            series = points_of(spec["series"])
             if detector.inputs == SERIES_PAIR:
-                other = {rank: b.points() for rank, b in run.series.get(spec["with"], {}).items()}
-                result = function(series, other, spec)
+                result = function(series, points_of(spec["with"]), spec)
             else:
                 result = function(series, spec)
             thinned = [b for b in buffers.values() if b.thinned]

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trainwreck.engine import prefixes
 
 MAX_RANK_DIGITS = 9  # a "rank" of ten digits or more is not a rank
@@ -109,6 +111,54 @@ def time_at(text: bytes, spans: TimeSpans | None) -> float:
     iso, groups = spans
     values = tuple(text[a:b] if a >= 0 else None for a, b in groups)
     return _iso_time(values) if iso else _glog_time(values)  # type: ignore[arg-type]
+
+
+# --- the same, over columns of lines (numpy; the shapes of a busy block, engine/shapes.py) ---
+
+
+def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
+    """Bytes low..high of the lines starting at `starts` in `text` (all of one shape, so the
+    same fields), as a (lines, high - low) array."""
+    return text[starts[:, None] + np.arange(low, high)]
+
+
+def digits_number(digits: np.ndarray, start: int, end: int) -> np.ndarray:
+    """The whole numbers written by the ASCII digits in columns start..end of `digits`."""
+    out = np.zeros(len(digits), dtype=np.int64)
+    for column in range(start, end):
+        out = out * 10 + (digits[:, column].astype(np.int64) - 48)
+    return out
+
+
+def iso_times(text: np.ndarray, starts: np.ndarray, spans: TimeSpans) -> np.ndarray | None:
+    """_iso_time over many lines, with numpy: the ISO timestamps of the lines at `starts` of
+    `text`, all with their fields at `spans` (of one shape), computed with the same integer
+    calendar arithmetic as calendar.timegm and the same float steps; None when the fraction has
+    more digits than a double holds exactly (line by line then). tests/test_rules_shapes.py
+    pairs the two on thousands of edge-case stamps."""
+    fields = spans[1]
+    frac = fields[6]
+    if frac[0] >= 0 and frac[1] - frac[0] > 15:
+        return None
+    low = fields[0][0]
+    digits = gather(text, starts, low, max(end for _, end in fields))
+    year, month, day, hour, minute, second = (
+        digits_number(digits, start - low, end - low) for start, end in fields[:6]
+    )
+    valid = (month >= 1) & (month <= 12) & (year >= 1)
+    # days from 1970-01-01 to the first of the month (H. Hinnant's days_from_civil), + day - 1
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468 + day - 1
+    minutes = (((days * 24 + hour) * 60 + minute) * 60).astype(np.float64)
+    times = minutes + second
+    if frac[0] >= 0:
+        times = times + digits_number(digits, frac[0] - low, frac[1] - low) / float(
+            10 ** (frac[1] - frac[0])
+        )
+    return np.where(valid, times, np.nan)
 
 
 def rank_from_path(display: str) -> Any:

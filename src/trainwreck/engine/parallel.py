@@ -10,22 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import re2
-
-from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_from_path, rank_number
+from trainwreck.engine.lineinfo import SAMPLE_PREFIX, rank_number
 from trainwreck.engine.reading import bom_encoding, read_blocks, read_head
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
     MAX_ROWS,
-    FileScan,
     MatcherState,
     ScanResult,
     SeriesBuffer,
     thin_series,
 )
 from trainwreck.findings import Skipped
-from trainwreck.rules import regexes
-from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
+from trainwreck.rules.regex_internals import UNANCHORED
 
 if TYPE_CHECKING:
     from trainwreck.engine.scanning import Engine
@@ -61,7 +57,7 @@ def workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
         return 1
     if jobs is None and sum(sizes) < PARALLEL_MIN_BYTES:
         return 1
-    # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see _plan_parts).
+    # A file of SPLIT_MIN_BYTES or more can be scanned in parts (see plan_parts).
     tasks = sum(max(1, size // SPLIT_MIN_BYTES) for size in sizes)
     cpus = usable_cpus()
     return max(1, min(cpus if jobs is None else jobs, cpus, tasks))
@@ -73,10 +69,10 @@ def scan_parallel(
     global _WORKER_ENGINE
     _WORKER_ENGINE = engine
     # What every worker would otherwise work out on its own, done once before they fork.
-    if not engine._prefilter_ready:
+    if not engine.prepared:
         sample = next((h for _, s in inputs if (h := read_head(s, 1 << 20))), None)
         if sample is not None:
-            engine._build_prefilter(sample)
+            engine.prepare(sample)
     engine.shapes.prepare()
     budget = engine.series_budget
     engine.series_budget = budget // workers  # (the workers' copy: they fork from here)
@@ -104,7 +100,7 @@ def plan_tasks(
     tasks: list[tuple[Task, list[bytes]]] = []
     if len(inputs) < workers:
         for file_id, (display, source) in enumerate(inputs):
-            parts = engine._plan_parts(source, display, workers)
+            parts = plan_parts(engine, source, display, workers)
             if parts is None:
                 tasks.append(([(file_id, display, source, None)], []))
                 continue
@@ -252,12 +248,7 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
     tail = data[cut:]
     if b"\r" in tail:
         return False  # a '$' before a CR line end: do not rely on the prefilters here
-    if engine._start_filter is None:
-        alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p, _ in starts]
-        opts = regexes.options()
-        opts.never_capture = True
-        engine._start_filter = raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
-    return engine._start_filter.Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
+    return engine.block_starts().Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
 
 
 @dataclass
@@ -272,28 +263,15 @@ class Part:
 
 
 def _scan_task(task: Task) -> Part:
-    """Scan a task's files (or one part of a file) in a worker, as a serial scan of them would:
-    a file that fails is skipped with its reason and the others are still scanned."""
+    """Scan a task's files (or one part of a file) in a worker, as a serial scan of them would
+    (Engine.scan_range): a file that fails is skipped with its reason and the others are still
+    scanned; a part that fails raises, for the parent to report the file cut short."""
     engine = _WORKER_ENGINE
     assert engine is not None
-    runs = engine.new_runs()
-    result = ScanResult(runs, [], [], set(), 0, 0)
+    result = ScanResult(engine.new_runs(), [], [], set(), 0, 0)
     for file_id, display, source, part in task:
-        scan = FileScan(file_id, display, rank_from_path(display), runs, result)
-        if scan.rank is not None:
-            result.ranks_seen.add(scan.rank)
-        try:
-            engine._scan_file(source, scan, part)
-        except MemoryError:
-            result.skipped.append(
-                Skipped(display, "out of memory while reading; the rest was skipped")
-            )
-        except Exception as exc:  # as in a serial scan: one bad file never ends the others
-            if part is not None:
-                raise
-            result.skipped.append(
-                Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
-            )
+        engine.scan_range(source, display, file_id, part, into=result)
+    runs = result.runs
     return Part(
         [(run.matchers, run.series) for run in runs],
         result.skipped,

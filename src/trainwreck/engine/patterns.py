@@ -5,13 +5,14 @@ that finds candidate lines."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
 from trainwreck.rules import regexes
-from trainwreck.rules.regex_internals import raw_regex
+from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
 ROLE_ORDER = {"end": 0, "capture": 1, "regex": 2, "start": 3}
 
@@ -167,3 +168,35 @@ def prefilters(patterns: list[str], json_literals: set[str], sample: bytes) -> A
     opts.never_capture = True
     opts.max_mem = 256 << 20
     return raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
+
+
+def any_of_prefilters(patterns: list[str]) -> Any:
+    """One RE2 search (multi-line) for any line that one of `patterns` may match, by their
+    prefilters (regexes.prefilter_pattern, without a sample)."""
+    alternatives = [f"(?:{regexes.prefilter_pattern(p)})" for p in patterns]
+    opts = regexes.options()
+    opts.never_capture = True
+    return raw_regex(re2.compile("(?m)" + "|".join(alternatives), opts))
+
+
+def candidate_lines(
+    prefilter: Any, block: bytes, pos: int, line_no: int
+) -> Iterator[tuple[int, int, bytes]]:
+    """The prefilter's candidate lines of `block` from `pos` (numbered from `line_no`):
+    (number, offset, line)."""
+    match = prefilter.Match
+    end = len(block)
+    counted = pos
+    while pos < end:
+        start = match(UNANCHORED, block, pos, end)[0][0]
+        if start < 0:
+            return
+        line_start = block.rfind(b"\n", 0, start) + 1
+        line_end = block.find(b"\n", start)
+        if line_end < 0:
+            line_end = end
+        line_no += block.count(b"\n", counted, line_start)
+        counted = line_start
+        pos = line_end + 1
+        # no CR here (Engine._scan_file checks)
+        yield line_no, line_start, block[line_start:line_end]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,12 @@ from trainwreck.rules.regex_internals import UNANCHORED
 # Engine._scan_shapes): working out a few shapes then pays for itself.
 BLOCK_SET_AFTER = 2000
 BLOCK_SET_EARLY = 200  # ... or after this many when they are dense (one line in 20 or more)
+# Shapes pay only when they repeat: working out a new one costs about what reading its line does.
+# After this many lines of a block read through shapes, more than half of them of a shape not
+# seen before, the rest of the block is read line by line, and so are the next SHAPELESS_BLOCKS
+# blocks (a log whose every line differs, say random words, runs no slower than line by line).
+STEP_ASIDE_AFTER = 256
+SHAPELESS_BLOCKS = 8
 
 
 class Engine:
@@ -90,13 +96,30 @@ class Engine:
         )
         self.prefilter: Any = None
         self.series_budget = st.SERIES_BUDGET  # a parallel worker holds its share of it
-        self._start_filter: Any = None
-        self._prefilter_ready = False
+        self.prepared = False
+        self._block_starts: Any = None
 
-    def _build_prefilter(self, sample: bytes) -> None:
-        """The prefilter, chosen on the first block of input (patterns.prefilters)."""
+    def prepare(self, sample: bytes) -> None:
+        """Choose the prefilter on a sample of the input (its first block: patterns.prefilters).
+        Done by the first scan; a parallel scan does it before its workers fork, so that each
+        does not do it again."""
         self.prefilter = patterns.prefilters(self.pattern_list, self.json_literals, sample)
-        self._prefilter_ready = True
+        self.prepared = True
+
+    def block_starts(self) -> Any:
+        """One RE2 search for every line that may start a block matcher (start ... end): the
+        start patterns' prefilters (parallel.no_open_block); None without block matchers."""
+        if self._block_starts is None:
+            found = [
+                spec["start"]
+                for rule in self.rules
+                for spec in rule["matchers"].values()
+                if spec["kind"] == "block"
+            ]
+            if not found:
+                return None
+            self._block_starts = patterns.any_of_prefilters(found)
+        return self._block_starts
 
     def new_runs(self) -> list[RuleRun]:
         """Fresh state for every rule, with alike series shared (see __init__)."""
@@ -118,33 +141,48 @@ class Engine:
             parallel.scan_parallel(self, inputs, workers, result)
             return result
         for display, source in inputs:
-            scan = FileScan(len(result.files), display, rank_from_path(display), runs, result)
             result.files.append(display)
-            if scan.rank is not None:
-                result.ranks_seen.add(scan.rank)
-            try:
-                self._scan_file(source, scan)
-            except MemoryError:
-                result.skipped.append(
-                    Skipped(display, "out of memory while reading; the rest was skipped")
-                )
-            except Exception as exc:  # one bad file never ends the run (nor loses the others)
-                result.skipped.append(
-                    Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
-                )
+            self.scan_range(source, display, len(result.files) - 1, into=result)
         return result
 
-    def _plan_parts(
-        self, source: Any, display: str, workers: int
-    ) -> tuple[list[bytes], list[tuple[int, int, int]]] | None:
-        """Where to cut one large plain file for a parallel scan (parallel.plan_parts)."""
-        return parallel.plan_parts(self, source, display, workers)
+    def scan_range(
+        self,
+        source: Any,
+        display: str,
+        file_id: int = 0,
+        part: tuple[int, int, int] | None = None,
+        into: ScanResult | None = None,
+    ) -> ScanResult:
+        """Scan one input as the `file_id`-th input of a scan, into the state of `into` (fresh
+        state when None): whole, or the byte range `part` = (start, end, number of the line at
+        start) of a plain file, where a serial scan starts a block and no block matcher can be
+        open (parallel.plan_parts; the caller samples the ranks of the range's blocks). A file
+        that cannot be scanned is skipped with its reason (one bad file never ends the run); a
+        part that fails raises, for the caller to report the file cut short there. The serial
+        scan and the parallel workers both scan through it."""
+        result = into if into is not None else ScanResult(self.new_runs(), [], [], set(), 0, 0)
+        scan = FileScan(file_id, display, rank_from_path(display), result.runs, result)
+        if scan.rank is not None:
+            result.ranks_seen.add(scan.rank)
+        try:
+            self._scan_file(source, scan, part)
+        except MemoryError:
+            result.skipped.append(
+                Skipped(display, "out of memory while reading; the rest was skipped")
+            )
+        except Exception as exc:
+            if part is not None:
+                raise
+            result.skipped.append(
+                Skipped(display, f"could not be scanned ({exc!r}); the rest was skipped")
+            )
+        return result
 
     def _scan_file(
         self, source: Any, scan: FileScan, part: tuple[int, int, int] | None = None
     ) -> None:
         """Scan one input; `part` = (start, end, number of the line at start) scans that byte
-        range of a plain file (see _plan_parts: the parent samples its ranks)."""
+        range of a plain file (see scan_range)."""
         display, runs, result = scan.name, scan.runs, scan.result
         handle = open_input(source, display, result.skipped)
         if handle is None:
@@ -164,8 +202,8 @@ class Engine:
             for block in read_blocks(
                 reader, display, result.skipped, head=part is None or base == 0
             ):
-                if not self._prefilter_ready:
-                    self._build_prefilter(block[: 1 << 20])
+                if not self.prepared:
+                    self.prepare(block[: 1 << 20])
                 prefilter = self.prefilter
                 result.bytes += len(block)
                 raw_length = len(block)
@@ -182,6 +220,9 @@ class Engine:
                 end = len(block)
                 block_line = line_no
                 previous, busy = busy, False  # whether the last block, and this one, went dense
+                # A changed block is read line by line (its offsets map back to the raw one).
+                shapes_ok = starts is None and not scan.shapeless
+                scan.shapeless = max(0, scan.shapeless - 1)
                 if prefilter is not None:
                     match = prefilter.Match
                     candidates = 0
@@ -192,23 +233,33 @@ class Engine:
                         line_start = block.rfind(b"\n", 0, start) + 1
                         candidates += 1
                         if (
-                            candidates == BLOCK_SET_AFTER
-                            or (
-                                candidates == BLOCK_SET_EARLY
-                                and candidates * 20 >= line_no - block_line
+                            shapes_ok
+                            and (
+                                candidates == BLOCK_SET_AFTER
+                                or (
+                                    candidates == BLOCK_SET_EARLY
+                                    and candidates * 20 >= line_no - block_line
+                                )
+                                or (candidates == 1 and previous)
                             )
-                            or (candidates == 1 and previous)
-                        ) and (starts is None and block.find(b"\r", line_start) < 0):
+                            and block.find(b"\r", line_start) < 0
+                        ):
                             # Dense: candidates in 1 line of 16 or more so far (or the last
                             # block was dense): looking up every line's shape (C loops) beats
                             # finding each candidate.
                             busy = previous or 16 * candidates >= line_no - block_line
                             line_no += block.count(b"\n", counted, line_start)
                             counted = line_start
-                            line_no, counted = self._scan_shapes(
+                            line_no, counted, done = self._scan_shapes(
                                 block, line_start, line_no, base, scan, dense=busy
                             )
-                            break
+                            if done:
+                                break
+                            # The shapes did not repeat: the rest line by line, from `counted`.
+                            busy = shapes_ok = False
+                            scan.shapeless = SHAPELESS_BLOCKS
+                            pos = counted
+                            continue
                         line_end = block.find(b"\n", start)
                         if line_end < 0:
                             line_end = end
@@ -241,17 +292,21 @@ class Engine:
 
     def _scan_shapes(
         self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan, dense: bool = False
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, bool]:
         """Scan `block` from `pos` (a line start numbered `line_no`; no CR from there) to its
         end, reading each line through its shape (shapes.py): the rank, the matches and the
         time come from the shape's offsets, and the matches are recorded per pattern in batches
         (store.record_batch), with the results and order of the per-line path. Lines whose shape does
         not decide them go through _line, after the lines before them are recorded. Dense:
         every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns the
-        number and offset of the block's end (every line counted)."""
+        number and offset of the block's end (every line counted) and True; or, when the shapes
+        do not repeat (STEP_ASIDE_AFTER), the number and offset of the first line not read and
+        False: the caller reads the rest line by line."""
         if dense and block.endswith(b"\n"):
             lines = self._scan_dense(block, pos, line_no, base, scan)
-            return line_no + lines, len(block)
+            if lines is None:
+                return line_no, pos, False
+            return line_no + lines, len(block), True
         book = self.shapes
         known = book.known
         mask = MASK
@@ -259,11 +314,20 @@ class Engine:
         numbers: list[int] = []
         offsets: list[int] = []
         shapes: list[Shape] = []
-        for number, offset, raw in self._candidate_lines(block, pos, line_no):
+        new = 0
+        for seen, (number, offset, raw) in enumerate(
+            patterns.candidate_lines(self.prefilter, block, pos, line_no), 1
+        ):
             if len(raw) > MAX_LINE:
                 raw = raw[:MAX_LINE]
             shape = known.get(raw.translate(mask)) if len(raw) <= MAX_SHAPE_LINE else GENERAL
             if shape is None:
+                new += 1
+                if seen >= STEP_ASIDE_AFTER and 2 * new > seen:
+                    if lines:
+                        rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
+                        self._flush_shapes(rows, scan)
+                    return number, offset, False
                 shape = book.shape_of(raw)
             if shape.general:
                 if lines:
@@ -279,12 +343,15 @@ class Engine:
         if lines:
             rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
             self._flush_shapes(rows, scan)
-        return line_no + block.count(b"\n", pos), len(block)
+        return line_no + block.count(b"\n", pos), len(block), True
 
-    def _scan_dense(self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan) -> int:
+    def _scan_dense(
+        self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan
+    ) -> int | None:
         """_scan_shapes over every line of a block ending in a newline: lines are split, masked
         and looked up in their shapes by C loops; only lines of a new shape, and lines no shape
-        decides, take Python of their own. Returns the number of lines read."""
+        decides, take Python of their own. Returns the number of lines read; None (nothing
+        read) when more than half of at least STEP_ASIDE_AFTER lines are of new shapes."""
         book = self.shapes
         region = block[pos:]
         lines = region.split(b"\n")
@@ -297,6 +364,8 @@ class Engine:
             first: dict[bytes, int] = {}
             for i in missing:
                 first.setdefault(masked[i], i)
+            if len(shapes) >= STEP_ASIDE_AFTER and 2 * len(first) > len(shapes):
+                return None
             found = {
                 key: book.shape_of(lines[i]) if len(lines[i]) <= MAX_SHAPE_LINE else GENERAL
                 for key, i in first.items()
@@ -346,28 +415,6 @@ class Engine:
             taken = rows if len(parts) == 1 else rows.take(part)
             for index, batch in taken.batches(scan):
                 record_batch(self.users[index], batch, scan.runs)
-
-    def _candidate_lines(
-        self, block: bytes, pos: int, line_no: int
-    ) -> Iterator[tuple[int, int, bytes]]:
-        """The prefilter's candidate lines of `block` from `pos` (numbered from `line_no`):
-        (number, offset, line)."""
-        match = self.prefilter.Match
-        end = len(block)
-        counted = pos
-        while pos < end:
-            start = match(UNANCHORED, block, pos, end)[0][0]
-            if start < 0:
-                return
-            line_start = block.rfind(b"\n", 0, start) + 1
-            line_end = block.find(b"\n", start)
-            if line_end < 0:
-                line_end = end
-            line_no += block.count(b"\n", counted, line_start)
-            counted = line_start
-            pos = line_end + 1
-            # no CR here (_scan_file checks)
-            yield line_no, line_start, block[line_start:line_end]
 
     # -- one candidate line ---------------------------------------------------------------------
 

@@ -34,8 +34,9 @@ import numpy as np
 import re2
 
 from trainwreck.engine import lineinfo, prefixes
+from trainwreck.engine.lineinfo import gather
 from trainwreck.engine.state import FileScan, ScanResult
-from trainwreck.engine.store import Batch, gather
+from trainwreck.engine.store import Batch
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
@@ -290,11 +291,7 @@ class ShapeRows:
             return
         keys = self.keys
         distinct = {key: self.shapes[key] for key in dict.fromkeys(keys.tolist())}
-        rows_of = (
-            {key: np.flatnonzero(keys == key) for key in distinct}
-            if len(distinct) > 1
-            else {next(iter(distinct)): np.arange(n)}
-        )
+        rows_of = _rows_of(keys) if len(distinct) > 1 else {next(iter(distinct)): np.arange(n)}
         text = np.frombuffer(self.data, dtype=np.uint8)
         ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
         distinct_ranks, codes = _codes(ranks)
@@ -330,16 +327,17 @@ class ShapeRows:
             )
 
 
+def _rows_of(keys: np.ndarray) -> dict[int, np.ndarray]:
+    """The rows of each key, in order: one sort, however many keys (not one pass per key)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = [0, *cuts.tolist()]
+    return dict(zip(ordered[starts].tolist(), np.split(order, cuts), strict=True))
+
+
 SHAPE_KEY = operator.attrgetter("key")  # a shape's key, in C (Engine._scan_dense maps it per line)
 SHAPE_ADMITS = operator.attrgetter("admits")
-
-
-def _number(digits: np.ndarray, start: int, end: int) -> np.ndarray:
-    """The whole numbers written by the ASCII digits in columns start..end of `digits`."""
-    out = np.zeros(len(digits), dtype=np.int64)
-    for column in range(start, end):
-        out = out * 10 + (digits[:, column].astype(np.int64) - 48)
-    return out
 
 
 def _ranks(
@@ -363,7 +361,7 @@ def _ranks(
                 span = None
         if span is not None:
             digits = gather(text, rows.starts[where], span[0], span[1])
-            found = _number(digits, 0, span[1] - span[0]).tolist()
+            found = lineinfo.digits_number(digits, 0, span[1] - span[0]).tolist()
         elif shape.rank is None and shape.inline is None:
             found = [file_rank] * len(where)
         else:
@@ -414,7 +412,7 @@ def _times(
             continue
         where = rows_of[key]
         starts = rows.starts[where]
-        found = _iso_times(text, starts, shape.time) if shape.time[0] else None
+        found = lineinfo.iso_times(text, starts, shape.time) if shape.time[0] else None
         if found is None:
             data = rows.data
             found = np.array(
@@ -425,33 +423,3 @@ def _times(
             )
         times[where] = found
     return times
-
-
-def _iso_times(
-    text: np.ndarray, starts: np.ndarray, spans: lineinfo.TimeSpans
-) -> np.ndarray | None:
-    """ISO timestamps of the lines at `starts`, all with their fields at `spans` (None when
-    the fraction has more digits than a double holds exactly: line by line then)."""
-    fields = spans[1]
-    frac = fields[6]
-    if frac[0] >= 0 and frac[1] - frac[0] > 15:
-        return None
-    low = fields[0][0]
-    digits = gather(text, starts, low, max(end for _, end in fields))
-    year, month, day, hour, minute, second = (
-        _number(digits, start - low, end - low) for start, end in fields[:6]
-    )
-    valid = (month >= 1) & (month <= 12) & (year >= 1)
-    # days from 1970-01-01 to the first of the month (H. Hinnant's days_from_civil), + day - 1
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5
-    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468 + day - 1
-    minutes = (((days * 24 + hour) * 60 + minute) * 60).astype(np.float64)
-    times = minutes + second
-    if frac[0] >= 0:
-        times = times + _number(digits, frac[0] - low, frac[1] - low) / float(
-            10 ** (frac[1] - frac[0])
-        )
-    return np.where(valid, times, np.nan)

@@ -166,15 +166,11 @@ class SeriesBuffer:
         return dropped
 
     def points(self) -> det.Points:
-        table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
+        # One copy of the rows, column by column (each column contiguous).
+        columns = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH).T.copy()
+        whole = columns[3:6].astype(np.int64)
         return det.Points(
-            np.ascontiguousarray(table[:, 0]),
-            np.ascontiguousarray(table[:, 1]),
-            np.ascontiguousarray(table[:, 2]),
-            table[:, 3].astype(np.int64),
-            table[:, 4].astype(np.int64),
-            table[:, 5].astype(np.int64),
-            table[:, 6] == 1,
+            columns[0], columns[1], columns[2], whole[0], whole[1], whole[2], columns[6] == 1
         )
 
 
@@ -273,6 +269,7 @@ class FileScan:
     rank: Any  # the rank (or host label) of the input's path, or None
     runs: list[RuleRun]
     result: ScanResult
+    shapeless: int = 0  # blocks still to read line by line (their shapes did not repeat)
 
 
 # --- the compiled rule set ------------------------------------------------------------------------

@@ -10,15 +10,18 @@ import numpy as np
 
 from trainwreck.engine import state as st
 from trainwreck.engine.captures import (
+    NOT_DIGITS,
     Plan,
     column_numbers,
     convert,
     convert_columns,
+    decimal_layout,
+    decimal_values,
     number,
     numeric_captures,
 )
 from trainwreck.engine.detectors import Event
-from trainwreck.engine.lineinfo import DIGIT_MASK, parse_time, rank_number
+from trainwreck.engine.lineinfo import gather, parse_time, rank_number
 from trainwreck.engine.reading import evidence_text
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
@@ -66,12 +69,6 @@ class Line:
         if self._text is None:
             self._text = evidence_text(self.raw)
         return self._text
-
-
-def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
-    """Bytes low..high of the lines starting at `starts` in `text` (all of one shape, so the
-    same fields), as a (lines, high - low) array."""
-    return text[starts[:, None] + np.arange(low, high)]
 
 
 class Batch:
@@ -160,7 +157,7 @@ class Batch:
             if start < 0:
                 continue
             first = self.line(int(rows[0]))[start:end]
-            if first.translate(None, _NOT_DIGITS):  # some digit: line by line
+            if first.translate(None, NOT_DIGITS):  # some digit: line by line
                 table = np.empty((len(rows), end - start + 1), dtype=np.uint8)
                 table[:, :-1] = self._columns(rows, start, end)
                 table[:, -1] = 10
@@ -178,46 +175,18 @@ class Batch:
 
     def values(self, group: int) -> np.ndarray | None:
         """Capture `group` as the float Python's float() reads from it, on every line, computed
-        with numpy; None unless it is a plain decimal number on every line ('512.3', '-7',
-        '.5'; at most 15 digits, whose integer and power of ten are exact in a double, so that
-        one division rounds as float() does)."""
+        with numpy (captures.decimal_values); None unless it is a plain decimal number on every
+        line."""
         out = np.empty(len(self))
         for spans, rows in self.groups:
             start, end = spans[group]
             if start < 0:
                 return None
-            layout = _decimal_layout(self.line(int(rows[0]))[start:end])
+            layout = decimal_layout(self.line(int(rows[0]))[start:end])
             if layout is None:
                 return None
-            negative, columns, scale = layout
-            whole = self._columns(rows, start, end)[:, columns].astype(np.int64) - 48
-            mantissa = whole @ (10 ** np.arange(len(columns) - 1, -1, -1, dtype=np.int64))
-            found = mantissa / scale if scale != 1.0 else mantissa.astype(np.float64)
-            out[rows] = -found if negative else found
+            out[rows] = decimal_values(self._columns(rows, start, end), layout)
         return out
-
-
-_NOT_DIGITS = bytes(c for c in range(256) if not 48 <= c <= 57)
-_LAYOUTS: dict[bytes, tuple[bool, np.ndarray, float] | None] = {}
-
-
-def _decimal_layout(text: bytes) -> tuple[bool, np.ndarray, float] | None:
-    """For a plain decimal number of this shape: (negative, the columns of its digits, 10 to
-    the number of decimals); None for anything else (exponents, commas, spaces, words)."""
-    shape = text.translate(DIGIT_MASK)
-    if shape in _LAYOUTS:
-        return _LAYOUTS[shape]
-    found = None
-    body = shape[1:] if shape[:1] in (b"-", b"+") else shape
-    digits = body.count(b"0")
-    if digits and digits <= 15 and body.replace(b"0", b"") in (b"", b"."):
-        offset = len(shape) - len(body)
-        columns = np.array([offset + i for i, c in enumerate(body) if c == 48], dtype=np.int64)
-        decimals = len(body) - body.index(b".") - 1 if b"." in body else 0
-        found = (shape[:1] == b"-", columns, float(10**decimals))
-    if len(_LAYOUTS) < 4096:
-        _LAYOUTS[shape] = found
-    return found
 
 
 def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> None:
@@ -433,6 +402,9 @@ def store_bulk(run: RuleRun, name: str, columns: dict[str, list[Any]], batch: Ba
         feed_bulk(run, feeds, columns, batch)
 
 
+_FEW = 8  # points of one rank in a batch below which they are appended without numpy
+
+
 def feed_bulk(
     run: RuleRun,
     feeds: list[tuple[str, str, str | None]],
@@ -463,14 +435,46 @@ def feed_bulk(
         starts = np.flatnonzero(np.diff(row_codes)) + 1
         bounds = [0, *starts.tolist(), len(rows)]
         per_rank = run.series[series]
+        plain: tuple[list[Any], ...] | None = None  # the columns as lists, for small groups
         # Ranks in the order of their first finite value (buffers are created in that order).
         for at in np.argsort(rows[bounds[:-1]], kind="stable").tolist():
             low, high = bounds[at], bounds[at + 1]
-            picked = rows[low:high]
             rank = ranks[int(row_codes[low])]
             buffer = per_rank.get(rank)
             if buffer is None:
                 buffer = per_rank[rank] = SeriesBuffer()
+            if high - low <= _FEW and buffer.stride == 1:
+                # A rank with a few points here (many ranks, few lines each): appended from
+                # lists, the same rows without numpy's cost per call.
+                if plain is None:
+                    plain = (
+                        rows.tolist(),
+                        values.tolist(),
+                        None if indexes is None else indexes.tolist(),
+                        times.tolist(),
+                        numbers.tolist(),
+                        offsets.tolist(),
+                    )
+                order, value_of, index_of, time_of, number_of, offset_of = plain
+                file_value = float(batch.file)
+                extend = buffer.rows.extend
+                for k, row in enumerate(order[low:high]):
+                    index = float(buffer.offered + k) if index_of is None else index_of[row]
+                    extend(
+                        (
+                            value_of[row],
+                            index,
+                            time_of[row],
+                            file_value,
+                            number_of[row],
+                            offset_of[row],
+                            1.0,
+                        )
+                    )
+                buffer.count += high - low
+                buffer.offered += high - low
+                continue
+            picked = rows[low:high]
             if indexes is None:
                 index = np.arange(buffer.offered, buffer.offered + high - low, dtype=np.float64)
             else:

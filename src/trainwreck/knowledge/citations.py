@@ -204,7 +204,7 @@ def span_citations(span: str, path: Path_, base: int) -> list[Citation]:
         return PythonNames(span, path, base).visit_tree(tree)
     found = []
     for match in _DOTTED.finditer(span):
-        dotted = resolve_alias(match.group(1), set())
+        dotted = resolve_alias(match.group(1))
         if dotted:
             found.append(
                 Citation("name", dotted, path, base + match.start(1), dotted.split(".")[0])
@@ -223,7 +223,7 @@ def code_citations(code: str, language: str, path: Path_) -> list[Citation]:
             found += PythonNames(code, path, 0, shift).visit_tree(tree)
     elif language in SHELL_LANGUAGES:
         for match in _PYTHON_M.finditer(code):
-            module = resolve_alias(match.group(1), set())
+            module = resolve_alias(match.group(1))
             if module:
                 found.append(Citation("name", module, path, match.start(1), module.split(".")[0]))
         for match in _PYTHON_C.finditer(code):

@@ -71,11 +71,9 @@ class Citation:
     callee: str = ""  # keyword: the dotted callable; config: the enclosing key path
 
 
-def resolve_alias(dotted: str, bound: set[str]) -> str | None:
+def resolve_alias(dotted: str) -> str | None:
     """A dotted name in terms of a library's own package, or None when it is not a library's."""
     head, _, rest = dotted.partition(".")
-    if head in bound:
-        return None
     if head in LIBRARY_ROOTS:
         return dotted
     target = CONVENTIONAL_ALIASES.get(head)
@@ -193,7 +191,7 @@ class PythonNames:
         elif head in self.assigned:
             return None
         else:
-            base = resolve_alias(head, set()) or ""
+            base = resolve_alias(head) or ""
             if not base:
                 return None
         return ".".join([base, *reversed(parts)])
@@ -255,4 +253,6 @@ def _literal_keys(node: ast.Dict) -> set[str]:
 
 
 def _is_deepspeed(keys: set[str]) -> bool:
+    # Python dicts are everywhere: only the keys no other config has make one DeepSpeed's
+    # (JSON and YAML code uses the wider DEEPSPEED_MARKERS of citations.py)
     return bool(keys & {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"})

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import re2
@@ -90,6 +91,67 @@ def compile(pattern: str) -> Any:
     return re2.compile(pattern, options())
 
 
+# --- what a pattern provably requires, worked out once ---------------------------------------
+
+
+@dataclass(frozen=True)
+class PatternFacts:
+    """What the engine needs to know of a pattern before it reads a line: its required literals
+    (literal_options) and whether it tells digits apart (digit_blind). Worked out from Python's
+    parse of the pattern, once per pattern; a compiled bundle stores them (`pattern_facts`) so
+    that diagnose does not parse its patterns again at every start."""
+
+    literals: tuple[tuple[str, ...], ...]
+    ignore_case: bool
+    digit_blind: bool
+
+    def to_json(self) -> list[Any]:
+        return [[list(option) for option in self.literals], self.ignore_case, self.digit_blind]
+
+    @classmethod
+    def from_json(cls, data: Any) -> PatternFacts:
+        literals, ignore_case, blind = data
+        if not (isinstance(ignore_case, bool) and isinstance(blind, bool)):
+            raise ValueError("not pattern facts")
+        options = tuple(tuple(str(x) for x in option) for option in literals)
+        return cls(options, ignore_case, blind)
+
+
+_FACTS: dict[str, PatternFacts] = {}
+MAX_FACTS = 16_384  # patterns remembered (all of any rule set's, a few MiB at most)
+
+
+def facts(pattern: str) -> PatternFacts:
+    """The facts of `pattern`: remembered, else worked out (and remembered)."""
+    found = _FACTS.get(pattern)
+    if found is None:
+        options, ignore_case = _literal_options(pattern)
+        found = PatternFacts(
+            tuple(tuple(option) for option in options), ignore_case, _digit_blind(pattern)
+        )
+        if len(_FACTS) < MAX_FACTS:
+            _FACTS[pattern] = found
+    return found
+
+
+def facts_table(patterns: Iterable[str]) -> dict[str, list[Any]]:
+    """The facts of every pattern, as a bundle stores them."""
+    return {pattern: facts(pattern).to_json() for pattern in sorted(set(patterns))}
+
+
+def learn(table: Any) -> None:
+    """Remember the facts a bundle stores (written by this version of the toolkit: the analysis
+    may change between versions). A malformed item is left out: it is worked out again."""
+    if not isinstance(table, dict):
+        return
+    for pattern, data in table.items():
+        if isinstance(pattern, str) and pattern not in _FACTS and len(_FACTS) < MAX_FACTS:
+            try:
+                _FACTS[pattern] = PatternFacts.from_json(data)
+            except (TypeError, ValueError):
+                continue
+
+
 # --- required literals -------------------------------------------------------------------------
 
 
@@ -97,6 +159,11 @@ def literal_options(pattern: str) -> tuple[list[list[str]], bool]:
     """Every provable required-literal set of `pattern`: each set is alternatives, one of which
     any match contains. Also whether they compare case-insensitively. Sets whose shortest
     alternative is under MIN_LITERAL characters are dropped."""
+    found = facts(pattern)
+    return [list(option) for option in found.literals], found.ignore_case
+
+
+def _literal_options(pattern: str) -> tuple[list[list[str]], bool]:
     # A wrong literal would make the prefilter drop lines; '.' under (?s) and lazy-by-default
     # (?U) change what a literal run means.
     if any(token in pattern for token in (*_RE2_ONLY, "(?U", "(?s")):
@@ -262,6 +329,10 @@ def digit_blind(pattern: str) -> bool:
     matches the line with every digit turned into '0', with the same group spans (its automaton
     moves alike on every digit), which is what lets the engine reuse one line's matches for every
     line of the same shape (shapes.py). False whenever it cannot be proven."""
+    return facts(pattern).digit_blind
+
+
+def _digit_blind(pattern: str) -> bool:
     if any(token in pattern for token in _RE2_ONLY):
         return False
     try:
