@@ -59,7 +59,13 @@ def test_an_entry_edited_after_its_check_warns_at_the_digest_with_the_new_one(
 
 def test_the_fields_an_audit_writes_do_not_change_the_digest() -> None:
     data = {"id": "x", "summary": "s", "status": "draft", "updated": "2026-11-30"}
-    audited = {**data, "status": "reviewed", "updated": "2026-12-01", "checked": {"by": "r"}}
+    audited = {
+        **data,
+        "status": "reviewed",
+        "updated": "2026-12-01",
+        "checked": {"by": "r"},
+        "related": [{"id": "y", "relation": "see-also", "note": "added by y's author"}],
+    }
     assert content_digest(data) == content_digest(audited)
     assert content_digest(data) != content_digest({**data, "summary": "t"})
 
@@ -87,3 +93,26 @@ def test_reviewed_without_a_check_is_a_warning(tmp_path: Path) -> None:
 def test_a_malformed_digest_is_a_schema_error(tmp_path: Path) -> None:
     root = checked_repo(tmp_path, digest="not-hex")
     assert any("checked.digest: 'not-hex' does not match" in p for p in problems_of(root))
+
+
+def test_require_checked_warns_only_when_asked_and_only_without_a_block(
+    tmp_path: Path, capsys
+) -> None:
+    from trainwreck.cli import main
+
+    root = make_repo(tmp_path)
+    target = root / "entries" / "base-entry.yaml"
+    problems, _ = check_entries(root, [target])
+    assert not any("no checked block" in str(p) for p in problems)
+    (problem,) = [
+        p for p in check_entries(root, [target], require_checked=True)[0] if "checked" in str(p)
+    ]
+    assert str(problem).startswith("entries/base-entry.yaml:2:")
+    assert "warning: id: no checked block" in str(problem)
+    assert main(["check", "--root", str(root), "--require-checked"]) == 0  # a warning, not an error
+    assert "no checked block" in capsys.readouterr().out
+
+    checked = checked_repo(tmp_path / "checked")
+    entry = checked / "entries" / "base-entry.yaml"
+    assert problems_of(checked) == []
+    assert check_entries(checked, [entry], require_checked=True)[0] == []

@@ -243,6 +243,104 @@ def test_compose_nav_expands_failures_and_drops_missing_pages(tmp_path: Path) ->
     ]
 
 
+# --- the fact check's badge ----------------------------------------------------------------------
+
+
+def _checked_entry(*, digest: str | None = None, status: str = "reviewed") -> Entry:
+    from trainwreck.knowledge.checked import content_digest
+
+    data = {"id": "demo", "title": "Demo", "summary": "s", "status": status, "related": []}
+    block = {
+        "date": "2026-12-01",
+        "by": "a reviewer who did not write it",
+        "ledger": "docs/audits/demo.md",
+        "claims": {"checked": 12, "held": 9, "corrected": 2, "unconfirmed": 1},
+        "against": ["torch 2.13.0 (installed) torch/serialization.py"],
+        "not_verified": ["the GPU path (no GPU)"],
+        "digest": digest or content_digest(data),
+    }
+    return Entry("demo", Path("entries/demo.yaml"), {**data, "checked": block}, None)  # type: ignore[arg-type]
+
+
+def test_review_badge_says_reviewed_only_while_the_digest_is_current() -> None:
+    review = site.review_status_for(_checked_entry())
+    assert review.kind == "reviewed" and review.label == "reviewed 2026-12-01"
+    assert review.sentence == (
+        "Reviewed on 2026-12-01 by a reviewer who did not write it; 12 claims checked: 9 held, "
+        "2 corrected, 1 unconfirmed."
+    )
+    assert review.checked is not None and review.checked.not_verified == ("the GPU path (no GPU)",)
+
+
+def test_review_badge_after_an_edit_says_changed_since_review() -> None:
+    review = site.review_status_for(_checked_entry(digest="0" * 12))
+    assert review.kind == "changed" and review.label == "changed since review"
+    assert "edited after its check on 2026-12-01" in review.sentence
+    assert "Reviewed" not in review.sentence and "reviewed 2026" not in review.label
+
+
+@pytest.mark.parametrize("status", ["draft", "reviewed", "verified"])
+def test_without_a_block_it_is_not_yet_reviewed_whatever_the_status_says(status: str) -> None:
+    data = {"id": "demo", "title": "Demo", "status": status, "related": []}
+    entry = Entry("demo", Path("entries/demo.yaml"), data, None)  # type: ignore[arg-type]
+    review = site.review_status_for(entry)
+    assert (review.kind, review.label, review.checked) == ("not-reviewed", "not yet reviewed", None)
+
+
+def test_the_page_shows_the_check_and_links_the_ledger(tmp_path: Path) -> None:
+    """A built page: the badge in the header, the line beside the reproduction status, and the
+    Fact check section with totals, sources, what was not verified and the published ledger;
+    an edited entry says so, an unchecked one says it is not yet reviewed."""
+    import yaml
+
+    from trainwreck.knowledge.checked import content_digest
+
+    root = make_repo(tmp_path / "repo")
+    fake_run(root)
+    path = root / "entries/demo-straggler.yaml"
+    digest = content_digest(yaml.safe_load(path.read_text()))
+    block = (
+        "checked:\n  date: '2026-12-01'\n  by: an audit that did not write it\n"
+        "  ledger: docs/audits/demo-straggler.md\n"
+        "  claims: {checked: 5, held: 3, corrected: 2, unconfirmed: 0}\n"
+        "  against:\n    - CPython 3.11 Modules/gcmodule.c\n"
+        "  not_verified:\n    - the 5K-GPU figure of the paper\n"
+        f"  digest: {digest}\n"
+    )
+    path.write_text(path.read_text().replace("status: draft", "status: reviewed") + block)
+    (root / "docs/audits/demo-straggler.md").write_text("# Audit: demo-straggler\n\nThe rows.\n")
+    gpu = root / "entries/demo-fragmentation.yaml"
+    gpu.write_text(
+        gpu.read_text()
+        + block.replace(digest, "'" + "0" * 12 + "'").replace(
+            "demo-straggler.md", "demo-fragmentation.md"
+        )
+    )
+    (root / "docs/audits/demo-fragmentation.md").write_text("# Audit: demo-fragmentation\n")
+    site.build(root, reproduce=False)
+
+    html = _page(root, "entries/demo-straggler/index.html")
+    assert '<span class="tw-chip tw-review tw-review-reviewed">reviewed 2026-12-01</span>' in html
+    assert (
+        "Reviewed on 2026-12-01 by an audit that did not write it; 5 claims checked: 3 held, "
+        "2 corrected, 0 unconfirmed." in html
+    )
+    section = html.split('id="fact-check"')[1].split('id="reproduction"')[0]
+    assert "CPython 3.11 Modules/gcmodule.c" in section
+    assert "the 5K-GPU figure of the paper" in section
+    assert 'href="../../audits/demo-straggler/"' in section
+    assert (root / "site/audits/demo-straggler/index.html").is_file()
+    assert html.index('id="fact-check"') < html.index('id="reproduction"')
+    assert ">draft<" not in html and ">reviewed<" not in html  # the status field is not the badge
+
+    changed = _page(root, "entries/demo-fragmentation/index.html")
+    assert "tw-review-changed" in changed and "changed since review" in changed
+    assert "reviewed 2026-12-01" not in changed
+    unchecked = _page(root, "entries/demo-hardware/index.html")
+    assert "tw-review-not-reviewed" in unchecked and "Not yet reviewed" in unchecked
+    assert 'href="../../audits/"' in unchecked  # how an entry is checked
+
+
 # --- the build -----------------------------------------------------------------------------------
 
 

@@ -241,6 +241,20 @@ def test_payloads_are_shown_as_text(hostile_site: Path) -> None:
     assert "/pwned/title" in index and live(index) == []
 
 
+def test_the_fact_check_block_is_shown_as_text(hostile_site: Path) -> None:
+    html = (hostile_site / f"entries/{ENTRY_ID}/index.html").read_text(encoding="utf-8")
+    assert "tw-review-reviewed" in html  # its digest is current: the date reaches the badge
+    shown = text_of(html)
+    for field in ("checked-by", "checked-against", "checked-not_verified"):
+        assert f"<script>fetch('/pwned/{field}-script')" in shown, field
+    assert "<script>fetch('/pwned/checked-date')" in shown
+    # A ledger outside docs/audits/<slug>.md is named, never linked.
+    assert "/pwned/checked-ledger" in shown
+    assert (
+        'href="../../audits/' not in html.split('id="fact-check"')[1].split('id="reproduction"')[0]
+    )
+
+
 def test_no_contributed_file_becomes_a_document_of_the_site(hostile_site: Path) -> None:
     page_dir = hostile_site / f"entries/{ENTRY_ID}"
     names = sorted(p.name for p in page_dir.iterdir())

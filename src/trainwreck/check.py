@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainwreck.errors import CommandUsageError
 from trainwreck.knowledge import KnowledgeBase
-from trainwreck.knowledge.checked import checked_problems
+from trainwreck.knowledge.checked import checked_problems, missing_check_problem
 from trainwreck.knowledge.examples import example_problems
 from trainwreck.knowledge.links import entry_side_problems
 from trainwreck.knowledge.names import documents, name_problems
@@ -47,6 +47,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="entry files or folders to check (default: entries/ under --root)",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--require-checked",
+        action="store_true",
+        help="warn about every entry without a checked block (an independent fact check, "
+        "docs/audits.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         targets = resolve_targets(root, args.paths)
     except FileNotFoundError as exc:
         raise CommandUsageError(str(exc)) from None
-    problems, checked = check_entries(root, targets)
+    problems, checked = check_entries(
+        root, targets, require_checked=getattr(args, "require_checked", False)
+    )
     errors = [p for p in problems if p.severity == "error"]
     warnings = [p for p in problems if p.severity != "error"]
     if args.format == "json":
@@ -102,9 +110,14 @@ def resolve_targets(root: Path, paths: Iterable[str]) -> list[Path]:
 
 
 def check_entries(
-    root: Path, targets: list[Path], kb: KnowledgeBase | None = None
+    root: Path,
+    targets: list[Path],
+    kb: KnowledgeBase | None = None,
+    *,
+    require_checked: bool = False,
 ) -> tuple[list[Problem], int]:
-    """All problems in `targets`, judged against every entry in the repository for links."""
+    """All problems in `targets`, judged against every entry in the repository for links.
+    With `require_checked`, an entry without a `checked` block is a warning."""
     kb = kb or KnowledgeBase.load(root)
     problems: list[Problem] = []
     checked: list[Entry] = []
@@ -116,6 +129,9 @@ def check_entries(
             continue
         checked.append(entry)
         problems.extend(entry_problems(entry, root))
+        missing = missing_check_problem(entry) if require_checked else None
+        if missing is not None:
+            problems.append(missing)
 
     # Links are judged against the whole knowledge base, not only the files named.
     known = {entry.id: entry for entry in checked}

@@ -90,6 +90,19 @@ def hostile_entry() -> dict[str, Any]:
         {"title": "Another", "url": f"javascript:{hit('url-scheme')}", "kind": "blog"}
     )
     poisoned["confirm"][0]["language"] = f"bash {{onclick={hit('language')}}}"
+    # The fact check's block, with the digest of the content so the page shows it as current:
+    # its date then reaches the badge and the admonition title too.
+    from trainwreck.knowledge.checked import content_digest
+
+    poisoned["checked"] = {
+        "date": f'2026-12-01" onmouseover="{hit("checked-date-attr")}" <script>{hit("checked-date")}</script>',
+        "by": payload("checked-by"),
+        "ledger": f"docs/audits/../../x<script>{hit('checked-ledger')}</script>.md",
+        "claims": {"checked": 3, "held": 2, "corrected": 1, "unconfirmed": 0},
+        "against": [payload("checked-against")],
+        "not_verified": [payload("checked-not_verified")],
+        "digest": content_digest(poisoned),
+    }
     return poisoned
 
 

@@ -26,7 +26,7 @@ The modules, each one job (dependencies point down this list, never up):
     tags          tags and facets
     rule_pages    a rule as a page section
     notebook      a notebook as Markdown, with outputs and figures
-    status        the honest reproduction status
+    status        the honest reproduction status and the fact check's badge
     text          escaping and sanitising contributed text
     errors        BuildError
 
@@ -53,7 +53,13 @@ from trainwreck.site.notebook import RenderedNotebook, render_notebook
 from trainwreck.site.pipeline import Summary, build
 from trainwreck.site.related import RelatedLink, related_links
 from trainwreck.site.rule_pages import Rule, load_rules, render_rule
-from trainwreck.site.status import PageStatus, current_hashes, status_for
+from trainwreck.site.status import (
+    PageStatus,
+    ReviewStatus,
+    current_hashes,
+    review_status_for,
+    status_for,
+)
 from trainwreck.site.triage import render_triage
 
 # review.py reads the manifest through this name; the records are typed now (RunRecord).
@@ -65,6 +71,7 @@ __all__ = [
     "Pages",
     "RelatedLink",
     "RenderedNotebook",
+    "ReviewStatus",
     "Rule",
     "Summary",
     "build",
@@ -80,6 +87,7 @@ __all__ = [
     "render_notebook",
     "render_rule",
     "render_triage",
+    "review_status_for",
     "run_build",
     "run_mkdocs",
     "run_serve",

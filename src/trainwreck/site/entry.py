@@ -15,9 +15,10 @@ from trainwreck.site.messages import messages_section
 from trainwreck.site.related import RELATION_LABELS, RelatedLink
 from trainwreck.site.reproduction import render_reproduction
 from trainwreck.site.rule_pages import Rule, render_rule
-from trainwreck.site.status import PageStatus
+from trainwreck.site.status import PageStatus, ReviewStatus, review_status_for
 from trainwreck.site.tags import entry_tags, facet_line, tag_links
 from trainwreck.site.text import (
+    SLUG_RE,
     code_span,
     fenced,
     indented,
@@ -76,6 +77,7 @@ class EntryPage:
     tag_pages: set[str] | None = None
     vocabulary: dict[str, Facet] | None = None
     figures: int = 0  # written next to the page by the reproduction section
+    review: ReviewStatus | None = None  # the fact check's status, from the entry's checked block
 
 
 def render_entry(
@@ -92,6 +94,7 @@ def render_entry(
 ) -> tuple[str, int]:
     """The Markdown page of one entry (and its figures written into `page_dir`)."""
     page = EntryPage(root, status, rules, related, titles, page_dir, tag_pages, vocabulary)
+    page.review = review_status_for(entry)
     out: list[str] = []
     for section in SECTIONS:
         out += section(entry, page)
@@ -113,13 +116,14 @@ def _header(entry: Entry, page: EntryPage) -> list[str]:
         f"# {plain(entry.title)}",
         "",
     ]
-    category, severity, state = (
-        escape_attribute(d.get(key, "")) for key in ("category", "severity", "status")
-    )
+    category, severity = (escape_attribute(d.get(key, "")) for key in ("category", "severity"))
+    review = _review(entry, page)
+    # The status chip is the fact check's, never the entry's own `status` field: "reviewed" is
+    # shown only while the checked block's digest matches the entry (site/status.py).
     chips = [
         f'<span class="tw-chip tw-category">{category}</span>',
         f'<span class="tw-chip tw-severity tw-severity-{severity}">severity: {severity}</span>',
-        f'<span class="tw-chip tw-status">{state}</span>',
+        f'<span class="tw-chip tw-review tw-review-{review.kind}">{plain(review.label)}</span>',
         f'<span class="tw-chip tw-repro tw-repro-{page.status.kind}">{page.status.label}</span>',
     ]
     tags = tag_links(entry_tags(entry), page.tag_pages)
@@ -155,7 +159,59 @@ def _quick_answer(entry: Entry, page: EntryPage) -> list[str]:
         "",
         f"**Reproduction:** {inline_md(page.status.sentence)} ([details](#reproduction))",
         "",
+        f"**Fact check:** {plain(_review(entry, page).sentence)} ([details](#fact-check))",
+        "",
     ]
+
+
+def _review(entry: Entry, page: EntryPage) -> ReviewStatus:
+    if page.review is None:
+        page.review = review_status_for(entry)
+    return page.review
+
+
+def ledger_link(root: Path, ledger: str) -> str | None:
+    """The page link (from an entry page) to a ledger that docs/ publishes, or None: only
+    `docs/audits/<slug>.md` that exists becomes a link, so contributed text names no other path."""
+    folder, _, name = ledger.rpartition("/")
+    stem = name.removesuffix(".md")
+    if folder != "docs/audits" or not name.endswith(".md") or not SLUG_RE.fullmatch(stem):
+        return None
+    if not (root / "docs" / "audits" / name).is_file():
+        return None
+    return f"../../audits/{stem}.md"
+
+
+def _fact_check(entry: Entry, page: EntryPage) -> list[str]:
+    """Who checked the entry's facts, when, against what, what was left unverified, and the
+    ledger; every value of the block is contributed text, shown escaped."""
+    review = _review(entry, page)
+    title = plain(review.label.replace('"', "'"))
+    out = ["## Fact check", "", f'!!! {review.admonition} "{title}"', ""]
+    out += [f"    {plain(review.sentence)}", ""]
+    checked = review.checked
+    if checked is None:
+        out += [
+            "    How an entry is checked, and what a check records: [Auditing an entry]"
+            "(../../audits.md).",
+            "",
+        ]
+        return out
+    link = ledger_link(page.root, checked.ledger)
+    if link is not None:
+        out += [f"    Every claim, its verdict and its evidence: [the ledger]({link}).", ""]
+    elif checked.ledger:
+        out += [f"    Ledger: {code_span(checked.ledger)} (not published).", ""]
+    if checked.against:
+        out += ["**Checked against:**", "", *[f"- {plain(item)}" for item in checked.against], ""]
+    if checked.not_verified:
+        out += [
+            "**Not verified:**",
+            "",
+            *[f"- {plain(item)}" for item in checked.not_verified],
+            "",
+        ]
+    return out
 
 
 def _messages(entry: Entry, page: EntryPage) -> list[str]:
@@ -371,6 +427,7 @@ SECTIONS: tuple[Section, ...] = (
     _prevention,
     _how_it_happens,
     _detection,
+    _fact_check,
     _reproduction,
     _affected_systems,
     _faq,

@@ -1,7 +1,9 @@
-"""The honest status of an entry's reproduction: what its page may say and show.
+"""The honest status of an entry: what its page may say about its reproduction and its facts.
 
-It comes from the entry's manifest record checked against the current notebook source: a page
-never claims a run that did not happen for the source it shows."""
+The reproduction status comes from the entry's manifest record checked against the current
+notebook source: a page never claims a run that did not happen for the source it shows. The review
+status comes from the entry's `checked` block checked against the entry's content digest: a page
+says "reviewed" only while the entry still is what was checked."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainwreck.knowledge.checked import Checked, is_current
 from trainwreck.model import Entry
 from trainwreck.reproduce.records import RunRecord, Status, status_word
 from trainwreck.reproduce.source import SCALES, source_hash
@@ -172,4 +175,51 @@ def _failed(record: RunRecord) -> PageStatus:
         "failure",
         False,
         record,
+    )
+
+
+@dataclass
+class ReviewStatus:
+    """What the page says about the independent check of the entry's facts."""
+
+    kind: str  # reviewed | changed | not-reviewed
+    label: str  # the badge
+    sentence: str  # the line beside the reproduction status
+    admonition: str  # material admonition type
+    checked: Checked | None = None
+
+
+def review_status_for(entry: Entry) -> ReviewStatus:
+    """ "reviewed <date>" only while the `checked` block's digest matches the entry as it stands;
+    "changed since review" once the entry was edited after its check; "not yet reviewed" without
+    a block, whatever the entry's `status` field claims."""
+    checked = Checked.from_dict(entry.data.get("checked"))
+    if checked is None:
+        return ReviewStatus(
+            "not-reviewed",
+            "not yet reviewed",
+            "Not yet reviewed: no one who did not write this entry has checked its facts "
+            "claim by claim yet.",
+            "warning",
+        )
+    claims = checked.claims
+    totals = (
+        f"{claims.checked} claims checked: {claims.held} held, {claims.corrected} corrected, "
+        f"{claims.unconfirmed} unconfirmed"
+    )
+    if is_current(entry):
+        return ReviewStatus(
+            "reviewed",
+            f"reviewed {checked.date}",
+            f"Reviewed on {checked.date} by {checked.by}; {totals}.",
+            "success",
+            checked,
+        )
+    return ReviewStatus(
+        "changed",
+        "changed since review",
+        f"Changed since review: the entry was edited after its check on {checked.date} "
+        f"({totals}); the changed claims have not been checked again.",
+        "warning",
+        checked,
     )
