@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,9 @@ from trainwreck.engine.state import FileScan, RuleRun, ScanResult
 from trainwreck.engine.store import Line, pattern_hit, record_batch, store
 from trainwreck.engine.store import record as record_match
 from trainwreck.findings import Skipped
+from trainwreck.rules.matchers import BlockMatcher, PatternRole
 from trainwreck.rules.regex_internals import UNANCHORED
+from trainwreck.rules.rule import RankHow, Rule
 
 # Candidate lines in a block after which the rest of it is read through line shapes (shapes.py,
 # Engine._scan_shapes): working out a few shapes then pays for itself.
@@ -69,17 +71,18 @@ class Engine:
     """The compiled rule set: every distinct pattern once, with the rules' matchers that use it,
     the prefilters, and the series that rules share."""
 
-    def __init__(self, rules: list[dict[str, Any]]):
-        self.rules = rules
+    def __init__(self, rules: Iterable[Rule | Mapping[str, Any]]):
+        # (a bundle's mapping is read into its Rule; KeyError, ValueError or TypeError when
+        # malformed)
+        self.rules = [r if isinstance(r, Rule) else Rule.from_dict(r) for r in rules]
+        rules = self.rules
         compiled = patterns.compile_patterns(rules)
         self.pattern_list = compiled.patterns
         self.users = compiled.users
         self.json_matchers = compiled.json_matchers
         self.json_literals = compiled.json_literals
         self.missing_from = any(
-            isinstance(rule["report"]["initiating_rank"], dict)
-            and "missing_from" in rule["report"]["initiating_rank"]
-            for rule in rules
+            rule.report.initiating_rank.how == RankHow.MISSING_FROM for rule in rules
         )
         self.shared_series = patterns.shared_series(rules)
         # Patterns whose every use is a plain regex matcher without a 'rank' capture can be
@@ -111,10 +114,10 @@ class Engine:
         start patterns' prefilters (parallel.no_open_block); None without block matchers."""
         if self._block_starts is None:
             found = [
-                spec["start"]
+                matcher.start
                 for rule in self.rules
-                for spec in rule["matchers"].values()
-                if spec["kind"] == "block"
+                for matcher in rule.matchers.values()
+                if isinstance(matcher, BlockMatcher)
             ]
             if not found:
                 return None
@@ -460,7 +463,7 @@ class Engine:
                 converted: dict[Plan, dict[str, Any]] = {}
                 for user in users:
                     run = runs[user.run_index]
-                    if user.role == "regex":
+                    if user.role == PatternRole.REGEX:
                         # Rules sharing a pattern often convert its captures alike: once.
                         plan = run.plans[user.matcher]
                         done = converted.get(plan)

@@ -32,6 +32,7 @@ from trainwreck.engine.state import (
     series_key,
 )
 from trainwreck.findings import Evidence, FirstKey
+from trainwreck.rules.matchers import PatternRole
 
 
 class Line:
@@ -191,12 +192,12 @@ class Batch:
 
 def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> None:
     """A line matched one pattern of a regex or block matcher (`user`: scanning.PatternUse)."""
-    if user.role == "regex":
+    if user.role == PatternRole.REGEX:
         record(run, user.matcher, caps, line, None)
         return
     assert user.block is not None
     key = (user.matcher, line.file, line.rank)
-    if user.role == "start":
+    if user.role == PatternRole.START:
         run.blocks[key] = (
             line.number,
             dict(caps),
@@ -216,12 +217,12 @@ def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> No
     if opened is None:
         return
     start_line, block_caps, start_evidence = opened
-    if line.number - start_line + 1 > user.block["max_lines"]:
+    if line.number - start_line + 1 > user.block.max_lines:
         del run.blocks[key]
         return
     for name, value in caps.items():
         block_caps.setdefault(name, value)
-    if user.role == "end":
+    if user.role == PatternRole.END:
         del run.blocks[key]
         record(run, user.matcher, block_caps, line, start_evidence)
 
