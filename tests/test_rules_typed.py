@@ -167,3 +167,14 @@ def test_validation_collects_every_problem_with_its_location(tmp_path) -> None:
         (15, "report.evidence[1]", "unknown part 'nowhere'"),
         (15, "report.initiating_rank.detector", "unknown detector 'nobody'"),
     ], found
+
+
+def test_every_matcher_kind_has_its_runtime_in_the_engine() -> None:
+    from trainwreck.engine.matching import KINDS
+
+    assert set(KINDS) == set(MATCHERS)
+    for kind, runtime in KINDS.items():
+        assert callable(runtime.step), kind
+        if runtime.reads_records:  # a kind with no pattern tells the prefilter what to look for
+            assert runtime.record_literal is not None and runtime.matches_record is not None
+    assert not KINDS[MatcherKind.BLOCK].batched  # it carries state from line to line

@@ -21,7 +21,6 @@ from trainwreck.engine.state import (
     thin_series,
 )
 from trainwreck.findings import Skipped
-from trainwreck.rules.matchers import BlockMatcher
 from trainwreck.rules.regex_internals import UNANCHORED
 
 if TYPE_CHECKING:
@@ -223,10 +222,10 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
     """Whether no block matcher can be open at `offset` (a line start): no line among the
     max_lines before it can start one (by the start patterns' prefilters)."""
     starts = [
-        (matcher.start, matcher.max_lines)
+        opens
         for rule in engine.rules
         for matcher in rule.matchers.values()
-        if isinstance(matcher, BlockMatcher)
+        if (opens := matcher.opens()) is not None
     ]
     if not starts:
         return True

@@ -5,16 +5,17 @@ that finds candidate lines."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
+from trainwreck.engine.matching import KINDS
 from trainwreck.rules import regexes
 from trainwreck.rules.matchers import (
-    BlockMatcher,
-    JsonMatcher,
+    Matcher,
+    MatcherKind,
     PatternRole,
     RegexMatcher,
     values_to_dict,
@@ -29,18 +30,19 @@ class PatternUse:
 
     run_index: int
     matcher: str
-    role: PatternRole  # the order of uses on a line: closes blocks before a new one opens
+    kind: MatcherKind
+    role: PatternRole | None  # the order of uses on a line (None: a record matcher's use)
     regex: Any  # the raw RE2 object: Match(anchor, bytes, pos, end) -> spans
     groups: list[tuple[str, int]]  # capture name -> group number
-    block: BlockMatcher | None
+    spec: Matcher
 
 
 @dataclass
 class CompiledPatterns:
     patterns: list[str] = field(default_factory=list)  # distinct patterns, by index
     users: list[list[PatternUse]] = field(default_factory=list)  # per pattern, in role order
-    json_matchers: list[tuple[int, str, Mapping[str, Any]]] = field(default_factory=list)
-    json_literals: set[str] = field(default_factory=set)  # prefilter literals of JSON matchers
+    records: list[PatternUse] = field(default_factory=list)  # matchers of decoded JSON records
+    record_literals: set[str] = field(default_factory=set)  # their prefilter literals
 
 
 def compile_patterns(rules: list[Rule]) -> CompiledPatterns:
@@ -49,10 +51,11 @@ def compile_patterns(rules: list[Rule]) -> CompiledPatterns:
     index_of: dict[str, int] = {}
     for index, rule in enumerate(rules):
         for name, matcher in rule.matchers.items():
-            if isinstance(matcher, JsonMatcher):
-                out.json_matchers.append((index, name, matcher.json))
-                out.json_literals.add(_json_literal(matcher.json))
-            block = matcher if isinstance(matcher, BlockMatcher) else None
+            runtime = KINDS[matcher.kind]
+            if runtime.reads_records:
+                out.records.append(PatternUse(index, name, matcher.kind, None, None, [], matcher))
+                assert runtime.record_literal is not None
+                out.record_literals.add(runtime.record_literal(matcher))
             for role, pattern in matcher.patterns():
                 if pattern not in index_of:
                     index_of[pattern] = len(out.patterns)
@@ -61,22 +64,13 @@ def compile_patterns(rules: list[Rule]) -> CompiledPatterns:
                 compiled = regexes.compile(pattern)
                 groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
                 out.users[index_of[pattern]].append(
-                    PatternUse(index, name, role, raw_regex(compiled), groups, block)
+                    PatternUse(
+                        index, name, matcher.kind, role, raw_regex(compiled), groups, matcher
+                    )
                 )
     for users_of in out.users:
-        users_of.sort(key=lambda u: u.role.order)
+        users_of.sort(key=lambda u: u.role.order if u.role is not None else 0)
     return out
-
-
-def _json_literal(wanted: Mapping[str, Any]) -> str:
-    """A literal a matching JSON line must contain: its first string value (quoted), else its
-    first key, else an object's opening."""
-    strings = [v for v in wanted.values() if isinstance(v, str) and len(v) >= 2]
-    if strings:
-        return re2.escape(json.dumps(strings[0]))
-    if wanted:
-        return re2.escape(json.dumps(next(iter(wanted))))
-    return r"\{\s*\""
 
 
 def shared_series(rules: list[Rule]) -> dict[tuple[int, str], tuple[int, str]]:
@@ -106,10 +100,11 @@ def shared_series(rules: list[Rule]) -> dict[tuple[int, str], tuple[int, str]]:
 
 
 def bulk_ok(rules: list[Rule], users: list[PatternUse]) -> bool:
-    """Whether a pattern's lines can be recorded in batches: every use a plain regex matcher,
-    no 'rank' capture, and no series fed by two of its uses."""
+    """Whether a pattern's lines can be recorded in batches: every use of a kind that records a
+    line by itself alone (matching.KINDS), no 'rank' capture, and no series fed by two of its
+    uses."""
     return (
-        all(u.role == PatternRole.REGEX for u in users)
+        all(KINDS[u.kind].batched for u in users)
         and all(name != "rank" for name, _ in users[0].groups)
         and feeds_distinct(rules, users)
     )

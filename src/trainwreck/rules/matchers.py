@@ -92,6 +92,11 @@ class Matcher:
         """Its RE2 patterns, each with its role, in the order the rule gives them."""
         return ()
 
+    def opens(self) -> tuple[str, int] | None:
+        """For a matcher that spans lines: the pattern of the line that opens it, and the most
+        lines it spans (a parallel scan never cuts a file where one may be open)."""
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """The compiled form stored in a bundle."""
         return {"kind": self.kind.value, **self._fields(), "values": values_to_dict(self.values)}
@@ -134,6 +139,9 @@ class BlockMatcher(Matcher):
     end: str
     max_lines: int  # from start to end inclusive
     capture: tuple[str, ...]  # patterns tried on the lines inside
+
+    def opens(self) -> tuple[str, int] | None:
+        return self.start, self.max_lines
 
     def patterns(self) -> tuple[tuple[PatternRole, str], ...]:
         return (
