@@ -69,7 +69,7 @@ def state_of(result: eng.ScanResult) -> dict[str, Any]:
             ]
             for name, per_rank in run.series.items()
         }
-        runs.append({"id": run.rule["id"], "matchers": matchers, "series": series})
+        runs.append({"id": run.rule.id, "matchers": matchers, "series": series})
     return _plain(
         {
             "runs": runs,

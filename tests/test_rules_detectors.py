@@ -26,7 +26,9 @@ def points(values, index=None, t=None, file_id=0) -> det.Points:
 
 
 def settings(kind: str, **overrides):
-    return {**DETECTORS[kind].defaults, "kind": kind, "series": "s", **overrides}
+    """The typed settings of a detector of `kind` (the registry's defaults, `overrides` over
+    them; parameters the kind does not have, such as `series` for cooccur, are not read)."""
+    return DETECTORS[kind].settings({"series": "s", **overrides})
 
 
 def stalled_series(n=400, every=37, base=500.0, extra=300.0, noise=0.01, ranks=4, offset=20):

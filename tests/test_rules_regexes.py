@@ -179,8 +179,9 @@ def test_digit_blind_patterns_match_masked_lines_alike():
     from trainwreck.compile.packs import compile_folder
     from trainwreck.engine import patterns as pat
     from trainwreck.engine.shapes import MASK
+    from trainwreck.rules.rule import Rule
 
-    rules = compile_folder(ROOT)[0].rules
+    rules = [Rule.from_dict(rule) for rule in compile_folder(ROOT)[0].rules]
     found = [p for p in pat.compile_patterns(rules).patterns if regexes.digit_blind(p)]
     assert len(found) > 200
     rng = random.Random(7)

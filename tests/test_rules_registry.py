@@ -85,7 +85,7 @@ def test_event_detectors_return_events_and_rank_detectors_name_a_rank() -> None:
     for detector in DETECTORS.values():
         if detector.inputs != SERIES:
             continue
-        settings = {**detector.settings(overrides.get(detector.kind)), "series": "s"}
+        settings = detector.settings({**overrides.get(detector.kind, {}), "series": "s"})
         result = det.FUNCTIONS[detector.kind](points, settings)
         if result.fired:
             fired.add(detector.kind)

@@ -31,6 +31,7 @@ from trainwreck.engine.parallel import usable_cpus
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
 from trainwreck.knowledge import KnowledgeBase, relations
+from trainwreck.rules.rule import Rule, read_rules
 from trainwreck.sanitize import report_text
 
 # Exit status (trainwreck/errors.py). A crash must never look like "findings" (1) to a script.
@@ -149,7 +150,7 @@ def build_findings(
     by_entry: dict[str, list[eng.RuleOutcome]] = {}
     for outcome in outcomes:
         if outcome.fired:
-            by_entry.setdefault(outcome.rule["entry"], []).append(outcome)
+            by_entry.setdefault(outcome.rule.entry, []).append(outcome)
     findings: list[Finding] = []
     for entry_id, group in by_entry.items():
         group.sort(key=lambda o: -o.confidence)
@@ -165,7 +166,7 @@ def build_findings(
         initiating = next((o.initiating_rank for o in group if o.initiating_rank is not None), None)
         reasons = []
         for outcome in group:
-            parts = [f"{outcome.rule['id']}: confidence {outcome.rule['confidence']:.2f}"]
+            parts = [f"{outcome.rule.id}: confidence {outcome.rule.confidence:.2f}"]
             parts += [f"+{amount:.2f} ({part})" for part, amount in outcome.boosts.items()]
             reasons.append(" ".join(parts))
         if len(group) > 1:
@@ -173,10 +174,10 @@ def build_findings(
         findings.append(
             Finding(
                 entry=entry_id,
-                rule=best.rule["id"],
-                rules=tuple(o.rule["id"] for o in group),
+                rule=best.rule.id,
+                rules=tuple(o.rule.id for o in group),
                 title=summary.get("title", entry_id),
-                rule_title=best.rule["title"],
+                rule_title=best.rule.title,
                 confidence=round(confidence, 4),
                 ranks=tuple(sorted(ranks, key=rank_sort_key)),
                 initiating_rank=initiating,
@@ -188,7 +189,7 @@ def build_findings(
                 why=tuple(reasons),
                 notes=tuple(note for outcome in group for note in outcome.notes),
                 detectors={
-                    f"{o.rule['id']}:{name}": {k: _clean(v) for k, v in result.outputs.items()}
+                    f"{o.rule.id}:{name}": {k: _clean(v) for k, v in result.outputs.items()}
                     for o in group
                     for name, result in o.detectors.items()
                     if result.fired
@@ -204,20 +205,20 @@ def _evidence(group: list[eng.RuleOutcome]) -> tuple[Evidence, ...]:
     max_evidence, a line once, and a few more in all for each agreeing rule."""
     evidence: list[Evidence] = []
     seen: set[tuple[int, int]] = set()
-    limit = max(o.rule["report"]["max_evidence"] for o in group)
+    limit = max(o.rule.report.max_evidence for o in group)
     for outcome in group:
         per_rule = 0
         for item in outcome.evidence:
             key = (item.file_id, item.line)
             if key in seen:
                 continue
-            if per_rule >= outcome.rule["report"]["max_evidence"] or len(evidence) >= limit + 4 * (
+            if per_rule >= outcome.rule.report.max_evidence or len(evidence) >= limit + 4 * (
                 len(group) - 1
             ):
                 break
             seen.add(key)
             per_rule += 1
-            evidence.append(replace(item, part=f"{outcome.rule['id']}:{item.part}"))
+            evidence.append(replace(item, part=f"{outcome.rule.id}:{item.part}"))
     return tuple(evidence)
 
 
@@ -315,8 +316,10 @@ def diagnose(
             rule_set = resolve(root_path, rules, use_installed=use_installed, source=kb)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
-    selected = [r for r in rule_set.rules if only is None or r["id"] in only]
-    if not selected:
+    rules, broken = read_rules(rule_set.rules)
+    selected = [r for r in rules if only is None or r.id in only]
+    broken = [(name, exc) for name, exc in broken if only is None or name in only]
+    if not selected and not broken:
         raise UsageError(
             "no rules to run: install a rule pack (the wheel `trainwreck compile` writes to dist/), run in a checkout, or pass --rules"
         )
@@ -332,7 +335,7 @@ def diagnose(
             f"--jobs {jobs}: this process may use {cpus} CPU{'s' if cpus != 1 else ''}; "
             f"using {cpus} process{'es' if cpus != 1 else ''} at most"
         )
-    engine = _engine(selected, warnings)
+    engine = _engine(selected, broken, warnings)
     if engine is None:
         raise UsageError("no usable rules (see the warnings)")
     selected = engine.rules
@@ -344,7 +347,7 @@ def diagnose(
             outcomes.append(eng.evaluate(run, scan))
         except Exception as exc:  # a malformed rule from a third-party pack must not stop the rest
             warnings.append(
-                f"rule '{run.rule.get('id')}' failed while evaluating and was skipped: {exc!r}"
+                f"rule '{run.rule.id}' failed while evaluating and was skipped: {exc!r}"
             )
     fired = [o for o in outcomes if o.fired]
     eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
@@ -393,10 +396,16 @@ def _suggestions(
     return suggest.suggest(lines, suggest.Index.from_counts(rule_set.text_index))
 
 
-def _engine(rules: list[dict[str, Any]], warnings: list[str]) -> eng.Engine | None:
+def _engine(
+    rules: list[Rule], broken: list[tuple[str, Exception]], warnings: list[str]
+) -> eng.Engine | None:
     """The engine of the rules it can load; a malformed rule in a bundle (a hand-edited or
-    foreign pack) is skipped with a warning instead of failing the whole diagnosis. None when
-    no rule is usable."""
+    foreign pack: `broken`, those that could not be read) is skipped with a warning instead of
+    failing the whole diagnosis. None when no rule is usable."""
+    for name, exc in broken:
+        warnings.append(f"rule '{name}' in the bundle is malformed and was skipped: {exc!r}")
+    if not rules:
+        return None
     try:
         return eng.Engine(rules)
     except Exception:
@@ -407,8 +416,7 @@ def _engine(rules: list[dict[str, Any]], warnings: list[str]) -> eng.Engine | No
             eng.Engine([rule])
             usable.append(rule)
         except Exception as exc:
-            name = rule.get("id", "?") if isinstance(rule, dict) else "?"
-            warnings.append(f"rule '{name}' in the bundle is malformed and was skipped: {exc!r}")
+            warnings.append(f"rule '{rule.id}' in the bundle is malformed and was skipped: {exc!r}")
     return eng.Engine(usable) if usable else None
 
 

@@ -19,12 +19,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainwreck.errors import UsageError
 from trainwreck.findings import Skipped
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.sanitize import report_text
+
+if TYPE_CHECKING:
+    from trainwreck.rules.rule import Rule
 
 MAX_LINES = 8  # lines shown per matcher
 NEAR_MISS_BYTES = 8 << 20  # how much of each log is searched for near misses
@@ -163,12 +166,15 @@ def explain(
     from trainwreck.compile.packs import resolve
     from trainwreck.diagnose import expand_inputs
     from trainwreck.rules import condition as cond
+    from trainwreck.rules.matchers import RegexMatcher
+    from trainwreck.rules.rule import read_rules
 
     # A BundleError is a UsageError: an unreadable --rules bundle is reported as such.
     rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
-    matching = [r for r in rule_set.rules if r["id"] == rule_id]
+    rules, _ = read_rules(rule_set.rules)  # (an unreadable rule is named by diagnose)
+    matching = [r for r in rules if r.id == rule_id]
     if not matching:
-        known = ", ".join(sorted(r["id"] for r in rule_set.rules)[:8])
+        known = ", ".join(sorted(r.id for r in rules)[:8])
         raise UsageError(f"no rule '{rule_id}' (known rules include: {known}, ...)")
     rule = matching[0]
     inputs, missing = expand_inputs(paths)
@@ -188,12 +194,12 @@ def explain(
             values = [v for v in column if isinstance(v, (int, float)) and math.isfinite(v)]
             if values:
                 numbers[field_name] = Spread(min(values), max(values), len(values))
-        kind = rule["matchers"][name]["kind"]
+        matcher = rule.matchers[name]
         near = None
-        if state.count == 0 and kind == "regex":
-            near = tuple(_near_misses(rule["matchers"][name]["regex"], inputs))
+        if state.count == 0 and isinstance(matcher, RegexMatcher):
+            near = tuple(_near_misses(matcher.regex, inputs))
         matchers[name] = MatcherExplained(
-            kind,
+            matcher.kind.value,
             state.count,
             {str(k): v for k, v in state.rank_counts.items()},
             tuple(
@@ -220,7 +226,7 @@ def explain(
     }
     context = eng.RuleContext(run, outcome.detectors)
     names: dict[str, NameValue] = {}
-    tree = rule.get("condition_ast")
+    tree = rule.condition_tree
     if tree is not None:
         for name in sorted(cond.referenced_names(tree)):
             names[name] = NameValue(true=context.truth(name), count=context.count(name))
@@ -230,10 +236,10 @@ def explain(
             names[f"{part}.{field_name}"] = NameValue(values=shown)
     return Explanation(
         {
-            "id": rule["id"],
-            "entry": rule["entry"],
-            "title": rule["title"],
-            "condition": rule["condition"],
+            "id": rule.id,
+            "entry": rule.entry,
+            "title": rule.title,
+            "condition": rule.condition,
         },
         outcome.fired,
         round(outcome.confidence, 3) if outcome.fired else None,
@@ -296,11 +302,11 @@ def _series_label(rank: Any, files: list[str]) -> str:
     return f"unranked ({files[file_id]})" if isinstance(file_id, int) else str(rank)
 
 
-def _why(rule: dict[str, Any], fired: bool, names: dict[str, NameValue]) -> str:
+def _why(rule: Rule, fired: bool, names: dict[str, NameValue]) -> str:
     true = [n for n, v in names.items() if v.values is None and v.true]
     false = [n for n, v in names.items() if v.values is None and not v.true]
     verdict = "fired" if fired else "did not fire"
-    parts = [f"rule {verdict}: condition `{rule['condition'].strip()}` is {str(fired).lower()}"]
+    parts = [f"rule {verdict}: condition `{rule.condition.strip()}` is {str(fired).lower()}"]
     if true:
         parts.append("true: " + ", ".join(true))
     if false:

@@ -21,6 +21,7 @@ from trainwreck import __version__
 from trainwreck.errors import UsageError
 from trainwreck.model import Entry
 from trainwreck.rules import regexes
+from trainwreck.rules.rule import Rule
 
 FORMAT = 1
 # No published site unless one is configured: links are then left out (or point to a local
@@ -171,7 +172,7 @@ def make_bundle(
     payload = {"rules": rules, "entries": entries}
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return {
-        "text_index": build_text_index(rules, entries),
+        "text_index": build_text_index([Rule.from_dict(rule) for rule in rules], entries),
         "pattern_facts": regexes.facts_table(rule_patterns(rules)),
         "format": FORMAT,
         "name": name,

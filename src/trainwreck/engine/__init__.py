@@ -14,6 +14,7 @@ The modules, each one job (dependencies point down this list):
 - `store`: matches recorded into each rule's state, per line or per batch;
 - `state`: that state (matchers, series buffers, evidence) and the limits that bound it;
 - `patterns`: every distinct pattern once, the RE2 set and the prefilter;
+- `matching`: the runtime of every matcher kind (what a line it matches records);
 - `captures`: named captures converted by the matchers' units;
 - `lineinfo`: a line's rank and time; `prefixes`: the paste-shape layer under it;
 - `reading`: files, stdin and gzip in blocks of whole lines, evidence text; `sources`: the

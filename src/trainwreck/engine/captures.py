@@ -7,23 +7,24 @@ default unit); factor 0.0 marks a string capture (kept as text), None an unknown
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from trainwreck.engine.lineinfo import DIGIT_MASK
+from trainwreck.rules.matchers import Unit, UnitCapture
 from trainwreck.rules.units import factor, to_number
 
 Plan = tuple[tuple[str, "float | None", "str | None", Any], ...]
 
 
-def plan_of(values: dict[str, Any]) -> Plan:
-    """The conversion plan of a matcher's `values` (capture -> unit or {unit_capture, default})."""
+def plan_of(values: Mapping[str, Unit]) -> Plan:
+    """The conversion plan of a matcher's `values` (capture -> unit or unit capture)."""
     plan: list[tuple[str, float | None, str | None, Any]] = []
     for capture, unit in values.items():
-        if isinstance(unit, dict):
-            plan.append((capture, None, unit["unit_capture"], unit.get("default")))
+        if isinstance(unit, UnitCapture):
+            plan.append((capture, None, unit.unit_capture, unit.default))
         else:
             plan.append((capture, unit_factor(unit), None, None))
     return tuple(plan)

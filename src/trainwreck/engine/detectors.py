@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from trainwreck.rules import registry as reg
+
 RankKey = Any  # int rank, a str label ("node-2"), or None when unknown
 
 
@@ -108,22 +110,22 @@ def robust(values: np.ndarray) -> tuple[float, float]:
 
 
 def periodic_stalls(
-    series: Mapping[RankKey, Points], settings: Mapping[str, Any]
+    series: Mapping[RankKey, Points], settings: reg.PeriodicStalls
 ) -> DetectorResult:
-    min_ratio = float(settings["min_ratio"])
-    min_mad = float(settings["min_mad"])
+    min_ratio = float(settings.min_ratio)
+    min_mad = float(settings.min_mad)
     # An absolute floor: on very flat series scheduler jitter passes the relative tests.
-    min_excess = float(settings["min_excess"])
-    tolerance = float(settings["step_tolerance"])
+    min_excess = float(settings.min_excess)
+    tolerance = float(settings.step_tolerance)
     analysed: list[RankKey] = []
     medians: list[float] = []
     mads: list[float] = []
     spike_rank: list[int] = []  # position in `analysed` of each spike's rank
     spikes: list[Event] = []
-    warmup = int(settings.get("warmup", 0))
+    warmup = int(settings.warmup)
     for rank, raw in series.items():
         points = _finite(raw)
-        if len(points) < int(settings["min_points"]):
+        if len(points) < int(settings.min_points):
             continue
         if warmup:  # first steps pay for compilation, caches, allocator growth: not stalls
             points = points.select(slice(min(warmup, len(points) - 3), None))
@@ -157,7 +159,7 @@ def periodic_stalls(
     }
     if not analysed or not spikes:
         return DetectorResult(False, outputs, analysed)
-    aligned = settings["aligned_ranks"]
+    aligned = settings.aligned_ranks
     need = (
         len(analysed)
         if aligned == "all"
@@ -197,8 +199,8 @@ def periodic_stalls(
         times = np.asarray(stall_time)
         if np.isfinite(times).sum() >= 2:
             outputs["interval_s"] = float(np.median(np.diff(times[np.isfinite(times)])))
-    if len(stalls) >= int(settings["min_count"]):
-        fired = outputs["interval_cv"] <= float(settings["max_interval_cv"])
+    if len(stalls) >= int(settings.min_count):
+        fired = outputs["interval_cv"] <= float(settings.max_interval_cv)
     note = ""
     if stalls:
         note = (
@@ -209,11 +211,11 @@ def periodic_stalls(
     return DetectorResult(fired, outputs, analysed, events, note=note)
 
 
-def drift(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+def drift(series: Mapping[RankKey, Points], settings: reg.Drift) -> DetectorResult:
     increases: dict[RankKey, tuple[float, float, Points]] = {}
     for rank, raw in series.items():
         points = _finite(raw)
-        if len(points) < int(settings["min_points"]):
+        if len(points) < int(settings.min_points):
             continue
         values = points.baseline()
         third = max(len(values) // 3, 1)
@@ -222,13 +224,13 @@ def drift(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> Dete
         delta = late - early
         increase = delta / early if early > 0 else math.inf if delta > 0 else 0.0
         increases[rank] = (increase, delta, points)
-    min_increase = float(settings["min_increase"])
+    min_increase = float(settings.min_increase)
     drifting = [
         rank
         for rank, (increase, delta, _) in increases.items()
-        if increase >= min_increase and delta >= float(settings["min_delta"])
+        if increase >= min_increase and delta >= float(settings.min_delta)
     ]
-    if settings["peers"]:
+    if settings.peers:
         drifting = [
             rank
             for rank in drifting
@@ -253,13 +255,13 @@ def drift(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> Dete
     shown = "from 0" if not math.isfinite(increase) else f"+{increase * 100:.0f}%"
     note = (
         f"rank {worst} rose {shown} (by {delta:.1f}) from the first third of the run to the last; peers stayed flat"
-        if settings["peers"]
+        if settings.peers
         else f"rank {worst} rose {shown} (by {delta:.1f})"
     )
     return DetectorResult(True, outputs, drifting, events, rank=worst, note=note)
 
 
-def rank_outlier(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+def rank_outlier(series: Mapping[RankKey, Points], settings: reg.RankOutlier) -> DetectorResult:
     medians: dict[RankKey, float] = {}
     last: dict[RankKey, Points] = {}
     for rank, raw in series.items():
@@ -273,17 +275,17 @@ def rank_outlier(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) 
     values = np.asarray(list(medians.values()))
     center, mad = robust(values)
     spread = max(mad, 0.01 * abs(center))
-    below = bool(settings["below"])
+    below = bool(settings.below)
     outliers = []
     for rank, median in medians.items():
         if below:
-            hit = median <= center - float(settings["min_mad"]) * spread and (
-                center == 0 or median <= center / float(settings["min_ratio"])
+            hit = median <= center - float(settings.min_mad) * spread and (
+                center == 0 or median <= center / float(settings.min_ratio)
             )
         else:
             hit = (
-                median >= center + float(settings["min_mad"]) * spread
-                and median >= float(settings["min_ratio"]) * center
+                median >= center + float(settings.min_mad) * spread
+                and median >= float(settings.min_ratio) * center
             )
         if hit:
             outliers.append(rank)
@@ -305,7 +307,7 @@ def rank_outlier(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) 
     return DetectorResult(True, outputs, outliers, events, rank=worst, note=note)
 
 
-def threshold(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+def threshold(series: Mapping[RankKey, Points], settings: reg.Threshold) -> DetectorResult:
     events: list[Event] = []
     ranks: list[RankKey] = []
     count = 0
@@ -315,10 +317,10 @@ def threshold(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> 
         points = _finite(raw)
         if not len(points):
             continue
-        if "above" in settings and settings["above"] is not None:
-            mask = points.value > float(settings["above"])
+        if settings.above is not None:
+            mask = points.value > float(settings.above)
         else:
-            mask = points.value < float(settings["below"])
+            mask = points.value < float(settings.below)  # type: ignore[arg-type]
         hits = np.flatnonzero(mask)
         if not hits.size:
             continue
@@ -335,7 +337,7 @@ def threshold(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> 
             first = (key, rank)
         for i in hits[:50]:
             events.append(points.event(int(i), rank))
-    fired = count >= int(settings["min_count"])
+    fired = count >= int(settings.min_count)
     rank = first[1] if first else None
     outputs = {
         "count": float(count),
@@ -375,11 +377,11 @@ def events_table(events: list[Event]) -> EventTable:
 
 
 def cooccur(
-    a: EventTable, b: EventTable, settings: Mapping[str, Any]
+    a: EventTable, b: EventTable, settings: reg.Cooccur
 ) -> tuple[DetectorResult, np.ndarray]:
     """Which a-events have a b-event within the window. Returns the result and the hit mask."""
-    window = float(settings["window"])
-    by = settings["by"]
+    window = float(settings.window)
+    by = settings.by
     hits = np.zeros(len(a), dtype=bool)
     if len(a) and len(b):
         if by == "time":
@@ -389,7 +391,7 @@ def cooccur(
         else:
             key_a, key_b = a.line.astype(float), b.line.astype(float)
         groups_b: dict[Any, np.ndarray] = {}
-        same_rank = bool(settings["same_rank"])
+        same_rank = bool(settings.same_rank)
         for i in range(len(a)):
             if not math.isfinite(key_a[i]):
                 continue
@@ -412,9 +414,9 @@ def cooccur(
                 hits[i] = near <= window
     count = int(hits.sum())
     fraction = count / len(a) if len(a) else 0.0
-    fired = count >= int(settings["min_count"]) and fraction >= float(settings["min_fraction"])
+    fired = count >= int(settings.min_count) and fraction >= float(settings.min_fraction)
     ranks = sorted({a.rank[i] for i in np.flatnonzero(hits)}, key=_rank_sort)
-    note = f"{count} of {len(a)} '{settings['a']}' events have a '{settings['b']}' event within {window:g} ({by})"
+    note = f"{count} of {len(a)} '{settings.a}' events have a '{settings.b}' event within {window:g} ({by})"
     return DetectorResult(
         fired, {"count": float(count), "fraction": fraction}, ranks, note=note
     ), hits
@@ -437,7 +439,7 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 
 
 def correlation(
-    series: Mapping[RankKey, Points], other: Mapping[RankKey, Points], settings: Mapping[str, Any]
+    series: Mapping[RankKey, Points], other: Mapping[RankKey, Points], settings: reg.Correlation
 ) -> DetectorResult:
     """Spearman rank correlation between two series, point by point on the same rank and index
     (e.g. step time against tokens per step: a workload that explains the step time). The median
@@ -452,7 +454,7 @@ def correlation(
         if not len(a) or not len(b):
             continue
         common, ia, ib = np.intersect1d(a.index, b.index, return_indices=True)
-        if common.size < int(settings["min_points"]):
+        if common.size < int(settings.min_points):
             continue
         x, y = a.value[ia], b.value[ib]
         if np.ptp(x) == 0 or np.ptp(y) == 0:
@@ -467,26 +469,26 @@ def correlation(
         "r": float(np.median(coefficients)) if coefficients else math.nan,
         "count": float(paired),
     }
-    fired = bool(coefficients) and outputs["r"] >= float(settings["min_r"])
+    fired = bool(coefficients) and outputs["r"] >= float(settings.min_r)
     note = (
-        f"'{settings['series']}' follows '{settings['with']}' (Spearman r {outputs['r']:.2f} over {paired} points)"
+        f"'{settings.series}' follows '{settings.with_}' (Spearman r {outputs['r']:.2f} over {paired} points)"
         if coefficients
         else ""
     )
     return DetectorResult(fired, outputs, ranks, note=note)
 
 
-def jump(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> DetectorResult:
+def jump(series: Mapping[RankKey, Points], settings: reg.Jump) -> DetectorResult:
     """Sudden changes against the recent past: each point against the median of the `window`
     points before it (after at least `min_history` of them). A point jumps up when it is at least
     `min_ratio` x that median (and `min_delta` above it), down when it is at most the median /
     `min_ratio`. Series are read in the order their points were logged, so a step counter that
     restarts after a resume still compares each value with the values logged just before it."""
-    direction = str(settings["direction"])
-    ratio_min = float(settings["min_ratio"])
-    min_delta = float(settings["min_delta"])
-    window = int(settings["window"])
-    history = int(settings["min_history"])
+    direction = str(settings.direction)
+    ratio_min = float(settings.min_ratio)
+    min_delta = float(settings.min_delta)
+    window = int(settings.window)
+    history = int(settings.min_history)
     events: list[Event] = []
     ranks: list[RankKey] = []
     count = 0
@@ -518,7 +520,7 @@ def jump(series: Mapping[RankKey, Points], settings: Mapping[str, Any]) -> Detec
             first = (key, rank, float(points.index[hits[0]]))
         for i in hits[:50]:
             events.append(points.event(i, rank))
-    fired = count >= int(settings["min_count"])
+    fired = count >= int(settings.min_count)
     rank = first[1] if first else None
     outputs = {
         "count": float(count),

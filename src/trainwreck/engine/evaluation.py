@@ -20,13 +20,14 @@ from trainwreck.engine.state import (
 )
 from trainwreck.findings import NEVER, Evidence, FirstKey
 from trainwreck.rules import condition as cond
-from trainwreck.rules.registry import DETECTORS, EVENTS, SERIES_PAIR
+from trainwreck.rules.registry import EVENTS, SERIES_PAIR
+from trainwreck.rules.rule import RankHow, Rule
 from trainwreck.rules.units import to_number
 
 
 @dataclass
 class RuleOutcome:
-    rule: dict[str, Any]
+    rule: Rule
     fired: bool
     confidence: float
     boosts: dict[str, float]
@@ -76,12 +77,13 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
     notes: list[str] = []
     results, cooccur_hits = _run_detectors(run, notes)
     context = RuleContext(run, results)
-    fired = cond.evaluate(rule["condition_ast"], context) if "condition_ast" in rule else False
+    tree = rule.condition_tree
+    fired = cond.evaluate(tree, context) if tree is not None else False
     boosts: dict[str, float] = {}
-    for part, amount in rule["boost"].items():
+    for part, amount in rule.boost.items():
         if context.truth(part):
             boosts[part] = amount
-    confidence = min(0.99, max(0.01, rule["confidence"] + sum(boosts.values())))
+    confidence = min(0.99, max(0.01, rule.confidence + sum(boosts.values())))
     evidence: list[Evidence] = []
     ranks: set[Any] = set()
     first_key = NEVER
@@ -122,33 +124,34 @@ def _run_detectors(
             read[series] = {rank: buffer.points() for rank, buffer in per_rank.items()}
         return read[series]
 
-    for name in rule["detector_order"]:
-        spec = rule["detectors"][name]
-        detector = DETECTORS[spec["kind"]]
-        function = det.FUNCTIONS[spec["kind"]]
-        if detector.inputs == EVENTS:
+    for name in rule.detector_order:
+        detector = rule.detectors[name]
+        settings = detector.settings
+        function = det.FUNCTIONS[detector.kind]
+        parts = settings.references()
+        if detector.spec.inputs == EVENTS:
             tables = []
-            for role in detector.references:
-                part = spec[role]
+            for part in parts:
                 if part in run.matchers:
                     tables.append(det.events_table(run.matchers[part].events or []))
                 else:
                     tables.append(det.events_table(results[part].events))
-            result, hits = function(*tables, spec)
+            result, hits = function(*tables, settings)
             cooccur_hits[name] = (tables[0], hits)
         else:
-            buffers = run.series.get(spec["series"], {})
-            series = points_of(spec["series"])
-            if detector.inputs == SERIES_PAIR:
-                result = function(series, points_of(spec["with"]), spec)
+            read_series = parts[0]
+            buffers = run.series.get(read_series, {})
+            series = points_of(read_series)
+            if detector.spec.inputs == SERIES_PAIR:
+                result = function(series, points_of(parts[1]), settings)
             else:
-                result = function(series, spec)
+                result = function(series, settings)
             thinned = [b for b in buffers.values() if b.thinned]
             if thinned:
                 held = sum(b.count for b in thinned)
                 offered = sum(b.offered for b in thinned)
                 note = (
-                    f"series '{spec['series']}' was thinned to stay within memory: {held:,} of"
+                    f"series '{read_series}' was thinned to stay within memory: {held:,} of"
                     f" {offered:,} points kept on {len(thinned)} rank(s): a regular sample of the"
                     " steps, and every point that stands out from it"
                 )
@@ -172,7 +175,7 @@ def _report(
     `files`: the scan's inputs, by position."""
     rule = run.rule
     first_key = NEVER
-    for part in rule["report"]["evidence"]:
+    for part in rule.report.evidence:
         if part in run.matchers:
             state = run.matchers[part]
             evidence.extend(state.evidence)
@@ -181,7 +184,7 @@ def _report(
                 first_key = min(first_key, key.order())
         elif part in results:
             result = results[part]
-            if not result.fired and part not in rule["report"]["evidence"][:1]:
+            if not result.fired and part not in rule.report.evidence[:1]:
                 continue
             ranks.update(result.ranks)
             if part in cooccur_hits:
@@ -217,7 +220,7 @@ def _report(
             if result.note:
                 notes.append(f"{part}: {result.note}")
     for part, state in run.matchers.items():
-        if state.truncated and part in rule["report"]["evidence"]:
+        if state.truncated and part in rule.report.evidence:
             notes.append(
                 f"matcher '{part}' matched more than {MAX_ROWS:,} lines; later values were not compared"
             )
@@ -256,23 +259,23 @@ def earliest_rank(firsts: dict[Any, FirstKey]) -> Any:
 
 
 def initiating_rank(
-    rule: dict[str, Any], run: RuleRun, results: dict[str, det.DetectorResult], scan: ScanResult
+    rule: Rule, run: RuleRun, results: dict[str, det.DetectorResult], scan: ScanResult
 ) -> Any:
-    how = rule["report"]["initiating_rank"]
-    if how == "none":
+    how, part = rule.report.initiating_rank.how, rule.report.initiating_rank.part
+    if how == RankHow.NONE:
         return None
-    if how == "first":
+    if how == RankHow.FIRST:
         firsts: dict[Any, FirstKey] = {}
-        for part in rule["report"]["evidence"]:
-            if part in run.matchers:
-                for rank, key in run.matchers[part].first.items():
+        for name in rule.report.evidence:
+            if name in run.matchers:
+                for rank, key in run.matchers[name].first.items():
                     if rank not in firsts or key.order() < firsts[rank].order():
                         firsts[rank] = key
         return earliest_rank(firsts)
-    ((kind, part),) = how.items()
-    if kind == "matcher":
+    assert part is not None
+    if how == RankHow.MATCHER:
         return earliest_rank(run.matchers[part].first)
-    if kind == "detector":
+    if how == RankHow.DETECTOR:
         return results[part].rank if results[part].fired else None
     reporting = {r for r in run.matchers[part].rank_counts if r is not None}
     seen = {r for r in scan.ranks_seen if isinstance(r, int)}

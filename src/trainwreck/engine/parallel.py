@@ -222,10 +222,10 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
     """Whether no block matcher can be open at `offset` (a line start): no line among the
     max_lines before it can start one (by the start patterns' prefilters)."""
     starts = [
-        (spec["start"], spec["max_lines"])
+        opens
         for rule in engine.rules
-        for spec in rule["matchers"].values()
-        if spec["kind"] == "block"
+        for matcher in rule.matchers.values()
+        if (opens := matcher.opens()) is not None
     ]
     if not starts:
         return True
@@ -318,7 +318,8 @@ def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
             if id(target_series) in merged:
                 continue
             merged.add(id(target_series))
-            by_position = run.rule["series"].get(name, {}).get("index") is None
+            spec = run.rule.series.get(name)
+            by_position = spec is None or spec.index is None
             for rank, buffer in per_rank.items():
                 existing = target_series.get(rank)
                 if existing is None:

@@ -11,82 +11,69 @@ from typing import Any
 
 import re2
 
+from trainwreck.engine.matching import KINDS
 from trainwreck.rules import regexes
+from trainwreck.rules.matchers import (
+    Matcher,
+    MatcherKind,
+    PatternRole,
+    RegexMatcher,
+    values_to_dict,
+)
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
-
-ROLE_ORDER = {"end": 0, "capture": 1, "regex": 2, "start": 3}
+from trainwreck.rules.rule import Rule
 
 
 @dataclass
 class PatternUse:
     """One use of a distinct pattern by a rule's matcher (patterns are shared across rules)."""
 
-    order: int  # end, capture, regex, start: closes blocks before a new one opens on the line
     run_index: int
     matcher: str
-    role: str
+    kind: MatcherKind
+    role: PatternRole | None  # the order of uses on a line (None: a record matcher's use)
     regex: Any  # the raw RE2 object: Match(anchor, bytes, pos, end) -> spans
     groups: list[tuple[str, int]]  # capture name -> group number
-    block: dict[str, Any] | None
+    spec: Matcher
 
 
 @dataclass
 class CompiledPatterns:
     patterns: list[str] = field(default_factory=list)  # distinct patterns, by index
     users: list[list[PatternUse]] = field(default_factory=list)  # per pattern, in role order
-    json_matchers: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
-    json_literals: set[str] = field(default_factory=set)  # prefilter literals of JSON matchers
+    records: list[PatternUse] = field(default_factory=list)  # matchers of decoded JSON records
+    record_literals: set[str] = field(default_factory=set)  # their prefilter literals
 
 
-def compile_patterns(rules: list[dict[str, Any]]) -> CompiledPatterns:
+def compile_patterns(rules: list[Rule]) -> CompiledPatterns:
     """Every matcher's patterns, each distinct pattern compiled once."""
     out = CompiledPatterns()
     index_of: dict[str, int] = {}
-
-    def add(
-        pattern: str, run_index: int, matcher: str, role: str, block: dict[str, Any] | None
-    ) -> None:
-        if pattern not in index_of:
-            index_of[pattern] = len(out.patterns)
-            out.patterns.append(pattern)
-            out.users.append([])
-        compiled = regexes.compile(pattern)
-        groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
-        out.users[index_of[pattern]].append(
-            PatternUse(
-                ROLE_ORDER[role], run_index, matcher, role, raw_regex(compiled), groups, block
-            )
-        )
-
     for index, rule in enumerate(rules):
-        for name, spec in rule["matchers"].items():
-            if spec["kind"] == "regex":
-                add(spec["regex"], index, name, "regex", None)
-            elif spec["kind"] == "block":
-                add(spec["start"], index, name, "start", spec)
-                add(spec["end"], index, name, "end", spec)
-                for pattern in spec["capture"]:
-                    add(pattern, index, name, "capture", spec)
-            else:
-                out.json_matchers.append((index, name, spec["json"]))
-                out.json_literals.add(_json_literal(spec["json"]))
+        for name, matcher in rule.matchers.items():
+            runtime = KINDS[matcher.kind]
+            if runtime.reads_records:
+                out.records.append(PatternUse(index, name, matcher.kind, None, None, [], matcher))
+                assert runtime.record_literal is not None
+                out.record_literals.add(runtime.record_literal(matcher))
+            for role, pattern in matcher.patterns():
+                if pattern not in index_of:
+                    index_of[pattern] = len(out.patterns)
+                    out.patterns.append(pattern)
+                    out.users.append([])
+                compiled = regexes.compile(pattern)
+                groups = sorted(compiled.groupindex.items(), key=lambda item: item[1])
+                out.users[index_of[pattern]].append(
+                    PatternUse(
+                        index, name, matcher.kind, role, raw_regex(compiled), groups, matcher
+                    )
+                )
     for users_of in out.users:
-        users_of.sort(key=lambda u: u.order)
+        users_of.sort(key=lambda u: u.role.order if u.role is not None else 0)
     return out
 
 
-def _json_literal(wanted: dict[str, Any]) -> str:
-    """A literal a matching JSON line must contain: its first string value (quoted), else its
-    first key, else an object's opening."""
-    strings = [v for v in wanted.values() if isinstance(v, str) and len(v) >= 2]
-    if strings:
-        return re2.escape(json.dumps(strings[0]))
-    if wanted:
-        return re2.escape(json.dumps(next(iter(wanted))))
-    return r"\{\s*\""
-
-
-def shared_series(rules: list[dict[str, Any]]) -> dict[tuple[int, str], tuple[int, str]]:
+def shared_series(rules: list[Rule]) -> dict[tuple[int, str], tuple[int, str]]:
     """(rule index, series) -> the alike series that owns its points. A series that two rules
     define alike (fed by one regex matcher with the same pattern and units, the same value and
     index) gets the same points from the same lines: it is filled once and shared (the
@@ -94,17 +81,17 @@ def shared_series(rules: list[dict[str, Any]]) -> dict[tuple[int, str], tuple[in
     shared: dict[tuple[int, str], tuple[int, str]] = {}
     owners: dict[tuple[str, str, str, str | None], tuple[int, str]] = {}
     for index, rule in enumerate(rules):
-        for name, spec in rule["series"].items():
-            if len(spec["matchers"]) != 1:
+        for name, spec in rule.series.items():
+            if len(spec.matchers) != 1:
                 continue
-            matcher = rule["matchers"][spec["matchers"][0]]
-            if matcher["kind"] != "regex":
+            matcher = rule.matchers[spec.matchers[0]]
+            if not isinstance(matcher, RegexMatcher):
                 continue
             key = (
-                matcher["regex"],
-                json.dumps(matcher["values"], sort_keys=True),
-                spec["value"],
-                spec.get("index"),
+                matcher.regex,
+                json.dumps(values_to_dict(matcher.values), sort_keys=True),
+                spec.value,
+                spec.index,
             )
             owner = owners.setdefault(key, (index, name))
             if owner != (index, name):
@@ -112,33 +99,34 @@ def shared_series(rules: list[dict[str, Any]]) -> dict[tuple[int, str], tuple[in
     return shared
 
 
-def bulk_ok(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
-    """Whether a pattern's lines can be recorded in batches: every use a plain regex matcher,
-    no 'rank' capture, and no series fed by two of its uses."""
+def bulk_ok(rules: list[Rule], users: list[PatternUse]) -> bool:
+    """Whether a pattern's lines can be recorded in batches: every use of a kind that records a
+    line by itself alone (matching.KINDS), no 'rank' capture, and no series fed by two of its
+    uses."""
     return (
-        all(u.role == "regex" for u in users)
+        all(KINDS[u.kind].batched for u in users)
         and all(name != "rank" for name, _ in users[0].groups)
         and feeds_distinct(rules, users)
     )
 
 
-def series_fed(rules: list[dict[str, Any]], users: list[PatternUse]) -> frozenset[tuple[int, str]]:
+def series_fed(rules: list[Rule], users: list[PatternUse]) -> frozenset[tuple[int, str]]:
     """The series (rule index, name) that take points from a pattern's matches."""
     return frozenset(
         (user.run_index, name)
         for user in users
-        for name, spec in rules[user.run_index]["series"].items()
-        if user.matcher in spec["matchers"]
+        for name, spec in rules[user.run_index].series.items()
+        if user.matcher in spec.matchers
     )
 
 
-def feeds_distinct(rules: list[dict[str, Any]], users: list[PatternUse]) -> bool:
+def feeds_distinct(rules: list[Rule], users: list[PatternUse]) -> bool:
     """Whether no series takes points from two uses of one pattern (then per-line order would
     interleave their points, which a per-matcher bulk store would not)."""
     seen: set[tuple[int, str]] = set()
     for user in users:
-        for name, spec in rules[user.run_index]["series"].items():
-            if user.matcher in spec["matchers"]:
+        for name, spec in rules[user.run_index].series.items():
+            if user.matcher in spec.matchers:
                 if (user.run_index, name) in seen:
                     return False
                 seen.add((user.run_index, name))

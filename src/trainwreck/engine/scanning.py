@@ -18,22 +18,24 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from trainwreck.engine import parallel, patterns, prefixes
 from trainwreck.engine import state as st
-from trainwreck.engine.captures import Plan, convert, named
+from trainwreck.engine.captures import named
 from trainwreck.engine.captures import number as to_float
 from trainwreck.engine.lineinfo import (
     INLINE_RANK,
     SAMPLE_PREFIX,
+    parse_time,
     rank_from_path,
     rank_number,
     split_prefix,
 )
+from trainwreck.engine.matching import KINDS, Line
 from trainwreck.engine.patterns import PatternUse
 from trainwreck.engine.reading import MAX_LINE, ByteRange, open_input, read_blocks
 from trainwreck.engine.shapes import (
@@ -48,10 +50,11 @@ from trainwreck.engine.shapes import (
     ShapeRows,
 )
 from trainwreck.engine.state import FileScan, RuleRun, ScanResult
-from trainwreck.engine.store import Line, pattern_hit, record_batch, store
 from trainwreck.engine.store import record as record_match
+from trainwreck.engine.store import record_batch
 from trainwreck.findings import Skipped
 from trainwreck.rules.regex_internals import UNANCHORED
+from trainwreck.rules.rule import RankHow, Rule
 
 # Candidate lines in a block after which the rest of it is read through line shapes (shapes.py,
 # Engine._scan_shapes): working out a few shapes then pays for itself.
@@ -69,17 +72,18 @@ class Engine:
     """The compiled rule set: every distinct pattern once, with the rules' matchers that use it,
     the prefilters, and the series that rules share."""
 
-    def __init__(self, rules: list[dict[str, Any]]):
-        self.rules = rules
+    def __init__(self, rules: Iterable[Rule | Mapping[str, Any]]):
+        # (a bundle's mapping is read into its Rule; KeyError, ValueError or TypeError when
+        # malformed)
+        self.rules = [r if isinstance(r, Rule) else Rule.from_dict(r) for r in rules]
+        rules = self.rules
         compiled = patterns.compile_patterns(rules)
         self.pattern_list = compiled.patterns
         self.users = compiled.users
-        self.json_matchers = compiled.json_matchers
-        self.json_literals = compiled.json_literals
+        self.records = compiled.records
+        self.record_literals = compiled.record_literals
         self.missing_from = any(
-            isinstance(rule["report"]["initiating_rank"], dict)
-            and "missing_from" in rule["report"]["initiating_rank"]
-            for rule in rules
+            rule.report.initiating_rank.how == RankHow.MISSING_FROM for rule in rules
         )
         self.shared_series = patterns.shared_series(rules)
         # Patterns whose every use is a plain regex matcher without a 'rank' capture can be
@@ -92,7 +96,7 @@ class Engine:
             self.set,
             self.bulk,
             [patterns.series_fed(rules, users_of) for users_of in self.users],
-            bool(self.json_matchers),
+            bool(self.records),
         )
         self.prefilter: Any = None
         self.series_budget = st.SERIES_BUDGET  # a parallel worker holds its share of it
@@ -103,18 +107,18 @@ class Engine:
         """Choose the prefilter on a sample of the input (its first block: patterns.prefilters).
         Done by the first scan; a parallel scan does it before its workers fork, so that each
         does not do it again."""
-        self.prefilter = patterns.prefilters(self.pattern_list, self.json_literals, sample)
+        self.prefilter = patterns.prefilters(self.pattern_list, self.record_literals, sample)
         self.prepared = True
 
     def block_starts(self) -> Any:
-        """One RE2 search for every line that may start a block matcher (start ... end): the
-        start patterns' prefilters (parallel.no_open_block); None without block matchers."""
+        """One RE2 search for every line that may open a multi-line matcher (a block's start):
+        the opening patterns' prefilters (parallel.no_open_block); None without any."""
         if self._block_starts is None:
             found = [
-                spec["start"]
+                opens[0]
                 for rule in self.rules
-                for spec in rule["matchers"].values()
-                if spec["kind"] == "block"
+                for matcher in rule.matchers.values()
+                if (opens := matcher.opens()) is not None
             ]
             if not found:
                 return None
@@ -425,19 +429,19 @@ class Engine:
             raw = raw[:-1]
         rank, body = split_prefix(raw)
         hits = self.set.Match(body) if self.set is not None else None
-        record: dict[str, Any] | None = None
-        if self.json_matchers and body.lstrip()[:1] == b"{":
+        parsed_record: dict[str, Any] | None = None
+        if self.records and body.lstrip()[:1] == b"{":
             try:
                 parsed = json.loads(body)
             except (ValueError, RecursionError):
                 parsed = None
             if isinstance(parsed, dict):
-                record = parsed
-        if not hits and record is None:
+                parsed_record = parsed
+        if not hits and parsed_record is None:
             return
         if rank is None:
-            if record is not None and isinstance(record.get("rank"), int):
-                rank = rank_number(record["rank"])
+            if parsed_record is not None and isinstance(parsed_record.get("rank"), int):
+                rank = rank_number(parsed_record["rank"])
             else:
                 inline = INLINE_RANK.search(body)
                 if inline:
@@ -446,34 +450,29 @@ class Engine:
                     rank = scan.rank
         # The time is parsed when a rule first asks for it (series, evidence, a rank's first line).
         t: float | None = None
-        if record is not None and isinstance(record.get("t"), (int, float)):
-            t = to_float(record["t"])
+        if parsed_record is not None and isinstance(parsed_record.get("t"), (int, float)):
+            t = to_float(parsed_record["t"])
         rank = scan.result.admit_rank(rank)
         runs = scan.runs
-        context = Line(scan.file_id, scan.name, line_no, raw, rank, t, offset)
+        context = Line(scan.file_id, scan.name, line_no, raw, rank, t, offset, parse_time)
+        # Each use of each pattern hit, stepped by its matcher's kind (matching.KINDS).
         if hits:
             for index in hits:
                 users = self.users[index]
                 caps = self._captures(users[0], body)
                 if caps is None:
                     continue
-                converted: dict[Plan, dict[str, Any]] = {}
                 for user in users:
-                    run = runs[user.run_index]
-                    if user.role == "regex":
-                        # Rules sharing a pattern often convert its captures alike: once.
-                        plan = run.plans[user.matcher]
-                        done = converted.get(plan)
-                        if done is None:
-                            done = converted[plan] = convert(plan, dict(caps))
-                        store(run, user.matcher, done, context, None)
-                    else:
-                        pattern_hit(user, dict(caps), context, run)
-        if record is not None:
-            for run_index, name, wanted in self.json_matchers:
-                if all(record.get(k) == v for k, v in wanted.items()):
-                    caps = {k: v for k, v in record.items() if isinstance(k, str)}
-                    record_match(runs[run_index], name, caps, context, None)
+                    KINDS[user.kind].step(
+                        user, dict(caps), context, runs[user.run_index], record_match
+                    )
+        if parsed_record is not None:
+            for use in self.records:
+                runtime = KINDS[use.kind]
+                assert runtime.matches_record is not None
+                if runtime.matches_record(use.spec, parsed_record):
+                    caps = {k: v for k, v in parsed_record.items() if isinstance(k, str)}
+                    runtime.step(use, caps, context, runs[use.run_index], record_match)
 
     @staticmethod
     def _captures(user: PatternUse, body: bytes) -> dict[str, Any] | None:

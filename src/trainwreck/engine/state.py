@@ -13,7 +13,7 @@ import numpy as np
 from trainwreck.engine import detectors as det
 from trainwreck.engine.captures import Plan, plan_of
 from trainwreck.findings import Evidence, FirstKey, Skipped
-from trainwreck.rules.registry import DETECTORS, EVENTS
+from trainwreck.rules.rule import Rule
 
 MAX_EVIDENCE_PER_MATCHER = 24
 MAX_ROWS = 1_000_000  # kept capture values / events per matcher
@@ -212,28 +212,21 @@ class MatcherState:
 class RuleRun:
     """The mutable state of one rule during a scan."""
 
-    def __init__(self, rule: dict[str, Any]):
+    def __init__(self, rule: Rule):
         self.rule = rule
-        self.matchers: dict[str, MatcherState] = {name: MatcherState() for name in rule["matchers"]}
-        for part, name in rule.get("fields", []):
+        self.matchers: dict[str, MatcherState] = {name: MatcherState() for name in rule.matchers}
+        for part, name in rule.fields:
             self.matchers[part].columns[name] = []
-        event_parts = {
-            spec[role]
-            for spec in rule["detectors"].values()
-            if DETECTORS[spec["kind"]].inputs == EVENTS
-            for role in DETECTORS[spec["kind"]].references
-        }
-        for name in event_parts & set(rule["matchers"]):
+        for name in rule.event_parts() & set(rule.matchers):
             self.matchers[name].events = []
-        self.series: dict[str, dict[Any, SeriesBuffer]] = {name: {} for name in rule["series"]}
+        self.series: dict[str, dict[Any, SeriesBuffer]] = {name: {} for name in rule.series}
         self.feeds: dict[str, list[tuple[str, str, str | None]]] = {}
-        for name, spec in rule["series"].items():
-            for matcher in spec["matchers"]:
-                self.feeds.setdefault(matcher, []).append((name, spec["value"], spec.get("index")))
-        self.counters: dict[tuple[str, Any], int] = {}
+        for name, spec in rule.series.items():
+            for matcher in spec.matchers:
+                self.feeds.setdefault(matcher, []).append((name, spec.value, spec.index))
         # Per matcher: how its captures convert (captures.Plan).
         self.plans: dict[str, Plan] = {
-            name: plan_of(spec["values"]) for name, spec in rule["matchers"].items()
+            name: plan_of(matcher.values) for name, matcher in rule.matchers.items()
         }
         self.blocks: dict[tuple[str, int, Any], tuple[int, dict[str, Any], Evidence]] = {}
 

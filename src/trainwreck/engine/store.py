@@ -21,7 +21,8 @@ from trainwreck.engine.captures import (
     numeric_captures,
 )
 from trainwreck.engine.detectors import Event
-from trainwreck.engine.lineinfo import gather, parse_time, rank_number
+from trainwreck.engine.lineinfo import gather, rank_number
+from trainwreck.engine.matching import Line
 from trainwreck.engine.reading import evidence_text
 from trainwreck.engine.state import (
     MAX_EVIDENCE_PER_MATCHER,
@@ -32,43 +33,6 @@ from trainwreck.engine.state import (
     series_key,
 )
 from trainwreck.findings import Evidence, FirstKey
-
-
-class Line:
-    """A candidate line being matched; its text is decoded only when kept as evidence."""
-
-    __slots__ = ("_t", "_text", "file", "name", "number", "offset", "rank", "raw")
-
-    def __init__(
-        self,
-        file_id: int,
-        name: str,
-        number: int,
-        raw: bytes,
-        rank: Any,
-        t: float | None,
-        offset: int,
-    ):
-        self.file = file_id
-        self.name = name
-        self.number = number
-        self.raw = raw
-        self.rank = rank
-        self._t = t
-        self.offset = offset
-        self._text: str | None = None
-
-    @property
-    def t(self) -> float:
-        """Unix time of the line (NaN without a timestamp), parsed on first use."""
-        if self._t is None:
-            self._t = parse_time(self.raw)
-        return self._t
-
-    def text(self) -> str:
-        if self._text is None:
-            self._text = evidence_text(self.raw)
-        return self._text
 
 
 class Batch:
@@ -187,43 +151,6 @@ class Batch:
                 return None
             out[rows] = decimal_values(self._columns(rows, start, end), layout)
         return out
-
-
-def pattern_hit(user: Any, caps: dict[str, Any], line: Line, run: RuleRun) -> None:
-    """A line matched one pattern of a regex or block matcher (`user`: scanning.PatternUse)."""
-    if user.role == "regex":
-        record(run, user.matcher, caps, line, None)
-        return
-    assert user.block is not None
-    key = (user.matcher, line.file, line.rank)
-    if user.role == "start":
-        run.blocks[key] = (
-            line.number,
-            dict(caps),
-            Evidence(
-                line.name,
-                line.number,
-                line.text(),
-                line.rank,
-                user.matcher,
-                line.t,
-                line.offset,
-                line.file,
-            ),
-        )
-        return
-    opened = run.blocks.get(key)
-    if opened is None:
-        return
-    start_line, block_caps, start_evidence = opened
-    if line.number - start_line + 1 > user.block["max_lines"]:
-        del run.blocks[key]
-        return
-    for name, value in caps.items():
-        block_caps.setdefault(name, value)
-    if user.role == "end":
-        del run.blocks[key]
-        record(run, user.matcher, block_caps, line, start_evidence)
 
 
 def record(

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from trainwreck.findings import Suggestion
+from trainwreck.rules.rule import Rule
 
 MIN_SCORE = 0.3  # cosine similarity below which an entry is not suggested
 TOP = 3  # suggestions shown at most
@@ -114,7 +115,7 @@ def terms(text: str) -> list[str]:
 
 
 def build_text_index(
-    rules: Iterable[dict[str, Any]], entries: dict[str, dict[str, Any]]
+    rules: Iterable[Rule], entries: dict[str, dict[str, Any]]
 ) -> dict[str, dict[str, int]]:
     """Per entry, the counts of its terms (what the bundle stores as `text_index`)."""
     texts: dict[str, list[str]] = {}
@@ -127,8 +128,8 @@ def build_text_index(
         parts += list(summary.get("root_causes") or []) + list(summary.get("symptoms") or [])
         texts.setdefault(entry_id, []).extend(str(p) for p in parts)
     for rule in rules:
-        parts = [rule.get("title", "")] + [e.get("text", "") for e in rule.get("examples") or []]
-        texts.setdefault(rule["entry"], []).extend(str(p) for p in parts)
+        parts = [rule.title] + [e.get("text", "") for e in rule.examples]
+        texts.setdefault(rule.entry, []).extend(str(p) for p in parts)
     return {
         entry_id: dict(sorted(Counter(terms(" ".join(parts))).items()))
         for entry_id, parts in sorted(texts.items())

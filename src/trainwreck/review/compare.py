@@ -12,6 +12,7 @@ from trainwreck.knowledge import KnowledgeBase
 from trainwreck.model import Problem
 from trainwreck.review.base import base_tree, resolve_ref
 from trainwreck.review.model import (
+    Change,
     EntryResult,
     FileChange,
     LogDelta,
@@ -20,6 +21,8 @@ from trainwreck.review.model import (
     RuleResult,
 )
 from trainwreck.review.text import _code
+
+_FILE_CHANGES = (Change.ADDED, Change.CHANGED, Change.REMOVED)  # a rule file's own change
 
 
 def changed_files(base: Path, head: Path, folder: str, pattern: str) -> list[FileChange]:
@@ -30,11 +33,11 @@ def changed_files(base: Path, head: Path, folder: str, pattern: str) -> list[Fil
     for name in sorted(set(old) | set(new)):
         path = f"{folder}/{name}"
         if name not in old:
-            changes.append(FileChange(path, "added"))
+            changes.append(FileChange(path, Change.ADDED))
         elif name not in new:
-            changes.append(FileChange(path, "removed"))
+            changes.append(FileChange(path, Change.REMOVED))
         elif old[name].read_bytes() != new[name].read_bytes():
-            changes.append(FileChange(path, "changed"))
+            changes.append(FileChange(path, Change.CHANGED))
     return changes
 
 
@@ -73,7 +76,7 @@ def review_entries(
     touched = {c.path for c in changes}
     for change in changes:
         result = EntryResult(change.stem, change.change)
-        if change.change != "removed":
+        if change.change != Change.REMOVED:
             mine = [p for p in head_problems if p.file == change.path]
             result.errors = [p for p in mine if p.severity == "error"]
             result.warnings = [p for p in mine if p.severity != "error"]
@@ -118,21 +121,23 @@ def review_rules(
     # Files that fail to load at all are reported by file: they have no id.
     loaded_files = {str(r.get("source")) for r in head_loaded.rules}
     for path, change in sorted(changes.items()):
-        if change == "removed":
+        if change == Change.REMOVED:
             old = base_by_file.get(path)
             review.rules.append(
                 RuleResult(
                     old["id"] if old else PurePosixPath(path).stem,
                     old["entry"] if old else "",
                     path,
-                    "removed",
+                    Change.REMOVED,
                 )
             )
         elif path not in loaded_files:
             problems = sorted(
                 p for p in head_loaded.problems if p.file == path and p.severity == "error"
             )
-            base_problems = _regression_problems(base_kb, path, None) if change == "changed" else []
+            base_problems = (
+                _regression_problems(base_kb, path, None) if change == Change.CHANGED else []
+            )
             review.rules.append(
                 RuleResult(
                     PurePosixPath(path).stem,
@@ -151,11 +156,11 @@ def review_rules(
         logs = _rule_logs(rule)
         if change is None:
             if any(_tree_differs(base, head, log) for log in logs):
-                change = "logs-changed"
+                change = Change.LOGS_CHANGED
             elif rule["entry"] in changed_entries:
-                change = "entry-changed"
+                change = Change.ENTRY_CHANGED
             else:
-                change = "unchanged"
+                change = Change.UNCHANGED
         document = head_loaded.documents.get(rule["id"])
         problems = [p for p in head_loaded.problems if p.file == path and p.severity == "error"] + [
             p for p in run_rule_tests(rule, head, document) if p.severity == "error"
@@ -163,12 +168,12 @@ def review_rules(
         result = RuleResult(
             rule["id"], rule["entry"], path, change, sorted(problems), tests=len(logs)
         )
-        if problems and change != "added":
+        if problems and change != Change.ADDED:
             base_problems = _regression_problems(base_kb, path, rule["id"])
             result.broken_on_base = bool(base_problems) and {_problem_key(p) for p in problems} <= {
                 _problem_key(p) for p in base_problems
             }
-        if change != "unchanged" or (problems and not result.broken_on_base):
+        if change != Change.UNCHANGED or (problems and not result.broken_on_base):
             review.rules.append(result)
 
 
@@ -290,9 +295,13 @@ def review_notebooks(base: Path, head_kb: KnowledgeBase, review: Review) -> list
 
     for change in changes:
         name = PurePosixPath(change.path).name
-        code_changed = change.change != "changed" or code_hash(base, name) != code_hash(head, name)
-        if change.change == "removed":
-            review.notebooks.append(NotebookResult(change.stem, "removed", True, "removed", ""))
+        code_changed = change.change != Change.CHANGED or code_hash(base, name) != code_hash(
+            head, name
+        )
+        if change.change == Change.REMOVED:
+            review.notebooks.append(
+                NotebookResult(change.stem, Change.REMOVED, True, "removed", "")
+            )
             continue
         entry_path = head / "entries" / f"{change.stem}.yaml"
         try:
@@ -323,14 +332,14 @@ def affected_pages(
     url = site_url(head)
     pages: dict[str, str] = {}
     for change in entry_changes:
-        verb = "removed" if change.change == "removed" else change.change
+        verb = change.change
         pages[f"entries/{change.stem}/"] = f"entry page ({verb})"
     for change in notebook_changes:
         pages.setdefault(f"entries/{change.stem}/", "entry page (reproduction)")
     for rule in review.rules:
-        if rule.entry and rule.change in ("added", "changed", "removed"):
+        if rule.entry and rule.change in _FILE_CHANGES:
             pages.setdefault(f"entries/{rule.entry}/", "entry page (detection rules)")
-    if any(r.change in ("added", "changed", "removed") for r in review.rules):
+    if any(r.change in _FILE_CHANGES for r in review.rules):
         pages["rules/"] = "detection rules index"
     if entry_changes:
         pages["entries/"] = "failures index"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainwreck.review.model import Review
+from trainwreck.review.model import Change, Review
 from trainwreck.review.text import _code, _entries_list, _problem_text
 
 MARKER = "<!-- trainwreck-review -->"  # the PR workflow finds and updates its comment by this
@@ -27,7 +27,7 @@ def render_markdown(review: Review) -> str:
     else:
         out += ["| entry | change | `trainwreck check` |", "|---|---|---|"]
         for entry in review.entries:
-            if entry.change == "removed":
+            if entry.change == Change.REMOVED:
                 verdict = "-"
             elif entry.errors:
                 verdict = f"**{len(entry.errors)} error(s)**"
@@ -50,7 +50,7 @@ def render_markdown(review: Review) -> str:
     else:
         out += ["| rule | entry | change | regression verdict |", "|---|---|---|---|"]
         for rule in review.rules:
-            if rule.change == "removed":
+            if rule.change == Change.REMOVED:
                 verdict = "-"
             elif rule.passes:
                 verdict = f"passes its {rule.tests} regression log(s)"
@@ -100,8 +100,8 @@ def render_markdown(review: Review) -> str:
     else:
         out += ["| notebook | change | run status |", "|---|---|---|"]
         for notebook in review.notebooks:
-            change = notebook.change
-            if change == "changed":
+            change = str(notebook.change)
+            if notebook.change == Change.CHANGED:
                 change += " (code)" if notebook.code_changed else " (prose only)"
             status = _code(notebook.status)
             if notebook.kind == "failed":

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import PurePosixPath
 
 from trainwreck.model import Problem
 from trainwreck.review.text import _code, _problem_text
 
 
+class Change(str, Enum):
+    """How a change touches a file, or a rule. str-valued: compares and prints as its value."""
+
+    ADDED = "added"
+    CHANGED = "changed"  # by content
+    REMOVED = "removed"
+    LOGS_CHANGED = "logs-changed"  # a rule whose file is the same but whose regression logs differ
+    ENTRY_CHANGED = "entry-changed"  # a rule whose entry changed
+    UNCHANGED = "unchanged"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class FileChange:
     path: str  # relative to the root, posix
-    change: str  # added | changed | removed
+    change: Change  # added, changed or removed
 
     @property
     def stem(self) -> str:
@@ -22,7 +37,7 @@ class FileChange:
 @dataclass
 class EntryResult:
     id: str
-    change: str
+    change: Change
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
 
@@ -32,7 +47,7 @@ class RuleResult:
     id: str
     entry: str
     file: str
-    change: str  # added | changed | removed | logs-changed | entry-changed | unchanged
+    change: Change
     problems: list[Problem] = field(default_factory=list)
     tests: int = 0
     broken_on_base: bool = False
@@ -66,7 +81,7 @@ class LogDelta:
 @dataclass
 class NotebookResult:
     id: str
-    change: str
+    change: Change
     code_changed: bool
     status: str  # the status sentence the site shows
     kind: str  # site.Status.kind
@@ -94,12 +109,12 @@ class Review:
         out += [
             f"rule {_code(r.id)}: {len(r.problems)} problem(s) in validation or regression logs"
             for r in self.rules
-            if r.change != "removed" and r.problems and not r.broken_on_base
+            if r.change != Change.REMOVED and r.problems and not r.broken_on_base
         ]
         out += [f"log {_code(d.path)}: {why}" for d in self.logs for why in d.broken]
         out += [
             f"notebook {_code(n.id)}: {_code(n.status)}"
             for n in self.notebooks
-            if n.kind == "failed" and n.change != "removed"
+            if n.kind == "failed" and n.change != Change.REMOVED
         ]
         return out
