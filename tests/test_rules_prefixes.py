@@ -160,6 +160,28 @@ def test_ordinary_lines_are_not_joined():
         (b"16:35:16 INFO     iteration=865 loss=nan", None, b"iteration=865 loss=nan"),
         (b"Feb 14 05:03:41 gpu-1 kernel: NVRM: Xid", None, b"NVRM: Xid"),
         (b"[80746] [rank0]: message", 0, b"message"),
+        # system logs in other shapes
+        (b"[  +0.000316] pcieport 0000:00:03.0: AER: x", None, b"pcieport 0000:00:03.0: AER: x"),
+        (b"[Jan27 23:04] NVRM: Xid (PCI:0000:3d:00): 43", None, b"NVRM: Xid (PCI:0000:3d:00): 43"),
+        (b"[   36.112749][  T125] refgen: disabling", None, b"refgen: disabling"),
+        (b"kernel: NVRM: Xid (PCI:0000:dc:00): 45, x", None, b"NVRM: Xid (PCI:0000:dc:00): 45, x"),
+        (b"2024-01-27T23:04:35+0000 gpu01 kernel: NVRM: Xid", None, b"NVRM: Xid"),
+        (b"kern  :err   : [Fri Jul 11 09:48:29 2014] NVRM: x", None, b"NVRM: x"),
+        # loggers' prefixes
+        (
+            b"(Worker_TP0 pid=4062) ERROR 09-05 01:18:30 [multiproc_executor.py:1000] Traceback",
+            None,
+            b"Traceback",
+        ),
+        (b"INFO 01-11 13:09:40 multiproc_worker_utils.py:127] Killing", None, b"Killing"),
+        (
+            b"W0920 09:10:41.194000 84933 site-packages/torch/distributed/run.py:719] Received",
+            None,
+            b"Received",
+        ),
+        (b"WARNING:torch.distributed.elastic.multiprocessing.api:Sending", None, b"Sending"),
+        (b"trainer/0 [1]:[W socket.cpp:558] x", 1, b"[W socket.cpp:558] x"),
+        (b"10.96.202.43: {'loss': 1.8673}", None, b"{'loss': 1.8673}"),
     ],
 )
 def test_split_prefix(line, rank, body):

@@ -23,7 +23,13 @@ torchrun `[rankN]:` / `[defaultN]:` (with an optional `host: `), Open MPI `[job,
 (with an optional date), SLURM `srun --label` task numbers (`3: `), `host:pid:tid [dev]` (NCCL),
 Ray and vLLM `(pid=N)` / `(Name pid=N, ip=...)`, k8s-style `worker-0: ` host prefixes, ISO and
 syslog timestamps with an optional level, dmesg `[  12.345678]` and `[Sun Feb 20 06:16:58 2022]`,
-`HH:MM:SS LEVEL`, pasted line numbers `[1234] `, markdown quotes `> ` and leading indentation.
+`HH:MM:SS LEVEL`, pasted line numbers `[1234] `, markdown quotes `> ` and leading indentation;
+system logs in other shapes: `dmesg -H` / `--reltime` stamps (`[  +0.000316]`, `[Jan27 23:04]`),
+a printk caller id (`[  T125]`), `dmesg -x` levels (`kern  :err   : `) and the journal's bare
+`kernel: ` tag (with or without a host before it); and the prefixes of some loggers: vLLM's
+`ERROR 09-05 01:18:30 [file.py:N] `, torch's glog-style `W0920 09:10:41.194000 84933 file.py:N] `,
+Python logging's `WARNING:logger.name:`, TorchX `trainer/0 [1]:` (a rank) and a host address
+`10.96.202.43: ` (pdsh).
 Time stamps stay in the raw line (the engine reads times from it).
 """
 
@@ -57,6 +63,9 @@ _BRACKETED = (
     _MPI,
     _ISO,
     rb"\[\s*\d+\.\d+\]\s?",  # dmesg
+    rb"\[\s*\+\d+\.\d+\]\s?",  # dmesg -H / --reltime: time since the previous line
+    rb"\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]\s?",  # dmesg -H: the minute a burst starts
+    rb"\[\s*[TC]\d+\]\s?",  # dmesg caller id (CONFIG_PRINTK_CALLER), after the time
     rb"\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]\s?",  # dmesg -T
     rb"\[\d+\] (?=\S)",  # a pasted line number
 )
@@ -64,6 +73,7 @@ _NUMERIC = (
     _ISO,
     rb"\d\d:\d\d:\d\d(?:[.,]\d+)? +(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+",
     rb"(?P<r_srun>\d{1,5}): (?=\S)",  # srun --label
+    rb"\d{1,3}(?:\.\d{1,3}){3}: (?=\S)",  # pdsh / DeepSpeed multi-node: the host's address
 )
 _WORDY = (
     rb"(?:(?P<host>[\w.-]+):\s)" + _TORCHRUN,
@@ -71,6 +81,15 @@ _WORDY = (
     rb"[\w.-]+:\d+:\d+ \[\d+\] ",  # NCCL host:pid:tid [dev]
     rb"(?P<k8s>[\w.-]*worker[\w.-]*|(?:node|host)[\w.-]*): ",
     rb"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:[\w.-]+ )?(?:kernel|[\w./-]+(?:\[\d+\])?): ",  # syslog
+    rb"(?:[\w.-]+ )?kernel: ",  # journalctl -k -o cat / after an ISO stamp: the kernel's tag
+    rb"kern\s*:[a-z]+\s*: ",  # dmesg -x: facility and level
+    rb"[\w.-]+/\d+ \[(?P<r_torchx>\d+)\]:",  # TorchX: role/replica [local rank]:
+    # vLLM's logger: LEVEL MM-DD HH:MM:SS [file.py:N] (older releases: file.py:N])
+    rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\] ",
+    # Python's glog-style torch logging (TORCH_LOGS, torch.distributed.elastic): Lmmdd time pid file:N]
+    rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ [\w./\\-]+:\d+\] ",
+    # logging's default format: LEVEL:logger.name:
+    rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:(?=\S)",
 )
 
 
@@ -227,7 +246,7 @@ def split_spans(raw: bytes) -> tuple[int, int, RankSpan | None]:
         if match is None or match.end() == 0:
             break
         if rank is None:
-            for group in ("r_torchrun", "r_mpi", "r_srun"):
+            for group in ("r_torchrun", "r_mpi", "r_srun", "r_torchx"):
                 if group in pattern.groupindex and match.start(group) >= 0:
                     # ten digits or more is not a rank (and int() refuses 4300 digits and more)
                     if match.end(group) - match.start(group) <= _MAX_RANK_DIGITS:
