@@ -81,6 +81,9 @@ def test_environment_variables_but_not_families_or_words() -> None:
     )
     names = {c.name for c in text_citations(text, ("mechanism",)) if c.kind == "env"}
     assert names == {"NCCL_DEBUG", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
+    tagged = "CUDA_SETUP: WARNING! libcudart.so not found\nset NCCL_SOCKET_IFNAME: eth0"
+    names = {c.name for c in text_citations(tagged, ("examples",)) if c.kind == "env"}
+    assert names == {"NCCL_SOCKET_IFNAME"}  # a line's leading tag is not a variable
 
 
 def test_allocator_options_and_config_keys() -> None:

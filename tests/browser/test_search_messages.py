@@ -31,6 +31,13 @@ ARTIFACTS = REPO / "test-artifacts"
 
 # entry -> what the reader pastes (or, for failures without a message, types)
 QUERIES: dict[str, str] = {
+    "api-renamed-argument": "TypeError: TrainingArguments.__init__() got an unexpected keyword argument 'evaluation_strategy'",
+    "hf-model-files-missing": "OSError: Error no file named model.safetensors, or pytorch_model.bin, found in directory",
+    "hub-offline-download-failure": "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files.",
+    "meta-tensor-copy": "NotImplementedError: Cannot copy out of meta tensor; no data!",
+    "numpy-2-abi-mismatch": "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.0.0 as it may crash.",
+    "safetensors-header-corrupt": "SafetensorError: Error while deserializing header: HeaderTooLarge",
+    "trust-remote-code-required": "contains custom code which must be executed to correctly load the model.",
     "checkpoint-disk-full": "OSError: [Errno 28] No space left on device",
     "checkpoint-truncated": "PytorchStreamReader failed reading zip archive: failed finding central directory",
     "cuda-allocator-fragmentation": "cudaMalloc retries",

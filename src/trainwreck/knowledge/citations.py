@@ -183,6 +183,8 @@ def env_citations(text: str, path: Path_, base: int = 0) -> list[Citation]:
         after = text[match.end() : match.end() + 1]
         if match.group().endswith("_") or after == "*" or after.isalpha():
             continue
+        if after == ":" and (match.start() == 0 or text[match.start() - 1] == "\n"):
+            continue  # a log line's tag (bitsandbytes' `CUDA_SETUP: WARNING! ...`), not a variable
         found.append(Citation("env", match.group(), path, base + match.start()))
     for match in _ALLOC.finditer(text):
         start = match.start(1)
