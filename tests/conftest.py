@@ -22,7 +22,14 @@ def caches_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Non
     """The toolkit's stamps and rules cache go to a temporary folder, for every test and every
     command a test runs (the variable is inherited): no test writes into the checkout's build/.
     A test of the default location unsets it for itself (monkeypatch.delenv)."""
-    os.environ["TRAINWRECK_CACHE_DIR"] = str(tmp_path_factory.mktemp("trainwreck-cache"))
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one cache for all workers of a run: a notebook or a name lookup is done once (the
+        # reproduce cache and the manifest take locks), not once per worker
+        base = base.parent
+    cache = base / "trainwreck-cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["TRAINWRECK_CACHE_DIR"] = str(cache)
 
 
 @pytest.fixture(scope="session")
