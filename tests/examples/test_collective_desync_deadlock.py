@@ -55,6 +55,7 @@ for step in range(100):
     FRAGMENT
     dist.barrier()                                 # the rest of the step's collectives
 print("left at step", step)
+dist.destroy_process_group()                       # else gloo's threads can abort the exit
 """,
     )
     results = run_ranks(code, tmp_path, timeout=120)
