@@ -242,3 +242,33 @@ def test_bad_options_are_one_line_usage_errors(tmp_path, capsys, extra, message)
     assert main(["export", "loki", "--out", str(tmp_path), "--root", str(ROOT), *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_core_commands_import_neither_extra():
+    """export and diagnose run on the core install: neither imports mcp or prometheus_client."""
+    import sys
+
+    probe = (
+        "import sys, tempfile\n"
+        "from trainwreck.cli import main\n"
+        f"main(['export', 'loki', '--out', tempfile.mkdtemp(), '--root', {str(ROOT)!r}])\n"
+        f"main(['export', 'prometheus', '--out', tempfile.mkdtemp(), '--root', {str(ROOT)!r}])\n"
+        "extras = [m for m in ('mcp', 'prometheus_client', 'pydantic') if m in sys.modules]\n"
+        "print('EXTRAS', extras, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300
+    )
+    assert "EXTRAS []" in done.stderr, done.stderr[-2000:]
+
+
+def test_mcp_without_the_sdk_is_a_one_line_usage_error(monkeypatch, capsys):
+    """(here for want of a better home: tests/test_mcp.py needs the SDK.) Without the `mcp`
+    extra the command says what to install, before reading any rule."""
+    import sys
+
+    for name in ("mcp", "mcp.server", "mcp.server.mcpserver"):
+        monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules: ImportError
+    assert main(["mcp", "--root", str(ROOT)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'trainwreck[mcp]'" in err and len(err.strip().splitlines()) == 1

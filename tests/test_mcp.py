@@ -23,11 +23,14 @@ IMA_LINE = "[rank3]: RuntimeError: CUDA error: an illegal memory access was enco
 TOOLS = {"diagnose", "explain", "search_entries", "get_entry"}
 
 
-def server_parameters() -> StdioServerParameters:
+def server_parameters(cache: Path | None = None) -> StdioServerParameters:
+    """`trainwreck mcp` over this checkout; `cache`: its own TRAINWRECK_CACHE_DIR."""
     env = {"PYTHONPATH": str(ROOT / "src")}
     for name in ("TRAINWRECK_CACHE_DIR", "HOME", "TMPDIR"):
         if name in os.environ:
             env[name] = os.environ[name]
+    if cache is not None:
+        env["TRAINWRECK_CACHE_DIR"] = str(cache)
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "trainwreck", "mcp", "--root", str(ROOT), "--no-installed"],
@@ -40,13 +43,13 @@ def text_of(result) -> str:
     return "\n".join(getattr(item, "text", "") for item in result.content)
 
 
-async def session_run(tmp_path: Path) -> dict:
+async def session_run(tmp_path: Path, cache: Path) -> dict:
     """Every exchange of one session, recorded for the assertions."""
     seen: dict = {}
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     errlog = open(tmp_path / "server.err", "w")  # noqa: SIM115 - closed below
-    parameters = server_parameters()
+    parameters = server_parameters(cache)
     try:
         async with (
             stdio_client(parameters, errlog=errlog) as (read, write),
@@ -82,14 +85,17 @@ async def session_run(tmp_path: Path) -> dict:
     return seen
 
 
-def tree_state() -> dict[str, tuple[int, int]]:
-    """(mtime, size) of every file of the checkout and of its cache, outside .git."""
-    from trainwreck.stamps import cache_dir
+# Written by other tests running beside this one (xdist workers), never by the server: its
+# cache is a folder of its own.
+NOT_WATCHED = {".git", "__pycache__", ".pytest_cache", "build", "site", "dist", ".venv"}
 
+
+def tree_state(*bases: Path) -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every file under `bases`."""
     state = {}
-    for base in {ROOT, cache_dir(ROOT)}:
+    for base in bases:
         for folder, dirs, files in os.walk(base):
-            dirs[:] = [d for d in dirs if d not in (".git", "__pycache__", ".pytest_cache")]
+            dirs[:] = [d for d in dirs if d not in NOT_WATCHED]
             for name in files:
                 path = os.path.join(folder, name)
                 try:
@@ -102,11 +108,13 @@ def tree_state() -> dict[str, tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> dict:
-    before = tree_state()
-    seen = anyio.run(session_run, tmp_path_factory.mktemp("mcp"))
-    seen["written"] = sorted(
-        path for path, value in tree_state().items() if before.get(path) != value
-    )
+    """One session, with an empty cache folder of its own: the server compiles the rules in
+    memory, and a cache it wrote would show."""
+    cache = tmp_path_factory.mktemp("mcp-cache")
+    before = tree_state(ROOT, cache)
+    seen = anyio.run(session_run, tmp_path_factory.mktemp("mcp"), cache)
+    after = tree_state(ROOT, cache)
+    seen["written"] = sorted(path for path, value in after.items() if before.get(path) != value)
     return seen
 
 
@@ -184,5 +192,45 @@ def test_explain_search_and_entries(session):
 
 def test_the_server_writes_nothing(session):
     """A whole session (rules compiled in memory, logs read) leaves every file of the checkout
-    and of its cache as it was."""
+    and of its own cache folder as it was, and adds none."""
     assert session["written"] == []
+
+
+def test_a_client_that_disconnects_mid_call_ends_the_server_cleanly():
+    """The client sends a large diagnose call and hangs up: the server exits 0, no traceback."""
+    import subprocess
+
+    parameters = server_parameters()
+    server = subprocess.Popen(
+        [parameters.command, *parameters.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, **(parameters.env or {})},
+    )
+
+    def send(message: dict) -> None:
+        server.stdin.write((json.dumps(message) + "\n").encode())
+        server.stdin.flush()
+
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+    )
+    assert b'"id":1' in server.stdout.readline()
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    call = {"name": "diagnose", "arguments": {"text": "filler line\n" * 1_000_000}}
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+    server.stdin.close()
+    server.stdout.close()
+    assert server.wait(timeout=120) == 0
+    assert b"Traceback" not in server.stderr.read()
