@@ -181,13 +181,40 @@ tests:
             exp_annotations: {gc_annotations}
       - eval_time: 5m
         alertname: TrainwreckCudaMallocRetriesRising
+  - interval: 1m
+    input_series:
+      # one step a second: 0.1 s per step for 30 minutes, then 0.2 s
+      - series: 'trainwreck_step_seconds_count{{job="train", rank="0"}}'
+        values: '0+60x40'
+      - series: 'trainwreck_step_seconds_sum{{job="train", rank="0"}}'
+        values: '0+6x30 192+12x9'
+      # rank 1's full collections: none, then one above 100 ms a minute
+      - series: 'trainwreck_gc_pause_seconds_count{{job="train", rank="1", generation="2"}}'
+        values: '0+0x30 1+1x9'
+      - series: 'trainwreck_gc_pause_seconds_bucket{{job="train", rank="1", generation="2", le="0.1"}}'
+        values: '0+0x40'
+    alert_rule_test:
+      - eval_time: 25m
+        alertname: TrainwreckGcStraggler
+      - eval_time: 40m
+        alertname: TrainwreckStepTimeStall
+        exp_alerts:
+          - exp_labels: {{job: train, rank: "0", severity: {gc_severity}, entry: python-gc-straggler, rule: gc-straggler-step-time, source: trainwreck}}
+            exp_annotations: {stall_annotations}
+      - eval_time: 40m
+        alertname: TrainwreckGcStraggler
+        exp_alerts:
+          - exp_labels: {{job: train, severity: {gc_severity}, entry: python-gc-straggler, rule: gc-straggler-probe-gc, source: trainwreck}}
+            exp_annotations: {straggler_annotations}
 """
 
 
 @needs_promtool
 def test_promtool_fires_the_alerts_on_series_that_show_the_fingerprint(checkout, tmp_path):
     """promtool's own rule tests: a NaN loss fires TrainwreckNanLoss (and a finite one does
-    not), repeated long full collections fire TrainwreckGcLongPauses, flat retries fire nothing."""
+    not), repeated long full collections fire TrainwreckGcLongPauses, flat retries fire nothing;
+    steps doubling from 0.1 s to 0.2 s fire TrainwreckStepTimeStall, and with rank 1's long
+    collections in the same job, TrainwreckGcStraggler (not before)."""
     rules, entries = checkout
     result = prometheus.export(rules, entries)
     (tmp_path / "rules.yaml").write_text(dump("trainwreck", [*result.recordings, *result.alerts]))
@@ -203,6 +230,8 @@ def test_promtool_fires_the_alerts_on_series_that_show_the_fingerprint(checkout,
             nan_annotations=flow(alerts["TrainwreckNanLoss"]["annotations"]),
             gc_severity=entries["python-gc-straggler"]["severity"],
             gc_annotations=flow(alerts["TrainwreckGcLongPauses"]["annotations"]),
+            stall_annotations=flow(alerts["TrainwreckStepTimeStall"]["annotations"]),
+            straggler_annotations=flow(alerts["TrainwreckGcStraggler"]["annotations"]),
         )
     )
     done = subprocess.run(
