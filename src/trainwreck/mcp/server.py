@@ -14,6 +14,7 @@ The SDK is imported only here, only when the command runs: the core install neve
 from __future__ import annotations
 
 import argparse
+import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -46,14 +47,21 @@ def build_server(tools: Tools) -> Any:
         read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     )
 
+    # The SDK runs each call in a worker thread; one at a time keeps the lazily read knowledge
+    # base and the engine's caches single-threaded (a diagnosis parallelises by itself).
+    one_at_a_time = threading.Lock()
+
     def guarded(call: Any, *args: Any, **kwargs: Any) -> Any:
         """Our errors as the tool's one-line error result; a bug as an internal error."""
         try:
-            return call(*args, **kwargs)
+            with one_at_a_time:
+                return call(*args, **kwargs)
         except TrainwreckError as exc:
             raise ToolError(exc.report()) from None
-        except (MemoryError, RecursionError, ValueError, TypeError, OSError) as exc:
-            raise ToolError(f"trainwreck: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # a bug: one line, and the server keeps serving
+            raise ToolError(
+                f"trainwreck: internal error ({type(exc).__name__}: {exc}); please report it"
+            ) from None
 
     @server.tool(
         name="diagnose",
@@ -117,7 +125,8 @@ def build_server(tools: Tools) -> Any:
     )
     def entry_resource(entry_id: str) -> str:
         try:
-            return tools.get_entry(entry_id)
+            with one_at_a_time:
+                return tools.get_entry(entry_id)
         except TrainwreckError as exc:
             raise ResourceNotFoundError(exc.report()) from None
 
@@ -129,7 +138,8 @@ def build_server(tools: Tools) -> Any:
     )
     def rule_resource(rule_id: str) -> str:
         try:
-            return tools.get_rule(rule_id)
+            with one_at_a_time:
+                return tools.get_rule(rule_id)
         except TrainwreckError as exc:
             raise ResourceNotFoundError(exc.report()) from None
 

@@ -23,7 +23,7 @@ from trainwreck import formats
 from trainwreck.compile.bundle import BundleError
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.diagnose import diagnose
-from trainwreck.errors import TrainwreckError, UsageError
+from trainwreck.errors import UsageError
 from trainwreck.explain import explain, format_text
 from trainwreck.knowledge import KnowledgeBase
 from trainwreck.mcp.entries import entry_markdown, summary_markdown
@@ -288,5 +288,4 @@ __all__ = [
     "SearchResult",
     "ToolInputError",
     "Tools",
-    "TrainwreckError",
 ]
