@@ -9,8 +9,9 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 2. engine: the runtime that reads logs through compiled rules and judges them (engine/);
 3. knowledge: the knowledge base over entries, rules and notebooks (knowledge/);
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
-   diagnose (with its output formats, formats.py), explain, new (scaffold), probe;
-5. pipelines: build (site) and review, which drive several stages;
+   diagnose (with its output formats, formats.py), explain, new (scaffold), probe, export
+   (alert rule files for Loki and Prometheus);
+5. pipelines: build (site), review and the MCP server (mcp), which drive several stages;
 6. the command line (cli, __main__).
 
 Imports inside functions count too: a lazy import that runs back up is still an upward edge.
@@ -26,8 +27,24 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainwreck"
 
 BASE = {"trainwreck", "model", "errors", "findings", "markup", "sanitize", "vocabulary", "stamps"}
-STAGES = {"check", "reproduce", "compile", "diagnose", "formats", "explain", "scaffold", "probe"}
-PIPELINES = {"site", "review"}
+STAGES = {
+    "check",
+    "reproduce",
+    "compile",
+    "diagnose",
+    "formats",
+    "explain",
+    "scaffold",
+    "probe",
+    "export",
+}
+PIPELINES = {"site", "review", "mcp"}
+# Optional dependencies (extras) and the only modules that may import them: the core install
+# (check, compile, diagnose, probe, export) must run without them.
+OPTIONAL_IMPORTS = {
+    "mcp": {"mcp.server"},
+    "prometheus_client": {"probe.prometheus"},
+}
 COMMAND_LINE = {"cli", "__main__"}
 LAYER_NAMES = ("base", "rules", "engine", "knowledge", "stages", "pipelines", "command line")
 
@@ -170,3 +187,27 @@ def test_every_package_is_a_regular_package():
         str(f.relative_to(PACKAGE)) for f in sorted(folders) if not (f / "__init__.py").is_file()
     ]
     assert not missing, f"add an __init__.py (with a docstring of its modules) to: {missing}"
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """Top-level names of the non-trainwreck modules `path` imports, anywhere in it."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    found.discard("trainwreck")
+    return found
+
+
+def test_optional_dependencies_stay_in_their_modules():
+    """mcp and prometheus_client (extras) are imported only by the modules that need them, so
+    the core install never imports them."""
+    misplaced = [
+        f"trainwreck.{name} imports {dependency} (allowed only in {sorted(allowed)})"
+        for name, path in modules().items()
+        for dependency, allowed in OPTIONAL_IMPORTS.items()
+        if dependency in third_party_imports(path) and name not in allowed
+    ]
+    assert not misplaced, "\n".join(misplaced)

@@ -34,6 +34,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("trainwreck.site", "preview the built site"),
     "new": ("trainwreck.scaffold", "scaffold a new entry, rule and notebook"),
     "review": ("trainwreck.review", "summarise what a change does to entries, rules and diagnoses"),
+    # integrations (issue 30): alert rule files and the MCP server
+    "export": ("trainwreck.export.command", "write the rules as Loki or Prometheus alerting rules"),
+    "mcp": (
+        "trainwreck.mcp.server",
+        "serve diagnose, explain and the entries to coding assistants (MCP, stdio)",
+    ),
 }
 
 

@@ -72,14 +72,14 @@ def _special_kind(path: str) -> str | None:
 
 
 def expand_inputs(
-    paths: list[str], skipped: list[Skipped] | None = None
+    paths: list[str], skipped: list[Skipped] | None = None, streams: list[Any] | None = None
 ) -> tuple[list[tuple[str, Any]], list[str]]:
     """(display, source) for every file to read, and the arguments that named nothing.
 
     Inside folders and globs, special files (FIFOs, sockets, devices) and unreadable folders are
     left out and added to `skipped`; a special file named as an argument (`<(zcat x.gz)`) is read
     as a stream."""
-    inputs: list[tuple[str, Any]] = []
+    inputs: list[tuple[str, Any]] = list(streams or [])  # (name, stream) of logs held in memory
     missing: list[str] = []
     seen: set[str] = set()
     skipped = [] if skipped is None else skipped
@@ -297,6 +297,7 @@ def diagnose(
     only: set[str] | None = None,
     jobs: int | None = None,
     kb: KnowledgeBase | None = None,
+    streams: list[tuple[str, Any]] | None = None,  # (name, binary stream): logs held in memory
 ) -> Report:
     """Diagnose logs. `paths`: files, folders, globs, .gz files or "-" for stdin.
 
@@ -324,7 +325,7 @@ def diagnose(
             "no rules to run: install a rule pack (the wheel `trainwreck compile` writes to dist/), run in a checkout, or pass --rules"
         )
     skipped_inputs: list[Skipped] = []
-    inputs, missing = expand_inputs(paths, skipped_inputs)
+    inputs, missing = expand_inputs(paths, skipped_inputs, streams)
     if missing:
         raise UsageError("no such file or folder: " + ", ".join(map(report_text, missing)))
     if not inputs and not any(s.unread for s in skipped_inputs):

@@ -27,6 +27,7 @@ from trainwreck.knowledge import KnowledgeBase
 from trainwreck.sanitize import report_text
 
 if TYPE_CHECKING:
+    from trainwreck.compile.packs import RuleSet
     from trainwreck.rules.rule import Rule
 
 MAX_LINES = 8  # lines shown per matcher
@@ -157,9 +158,12 @@ def explain(
     rules: list[str] | None = None,
     use_installed: bool = True,
     kb: KnowledgeBase | None = None,
+    rule_set: RuleSet | None = None,
+    streams: list[tuple[str, Any]] | None = None,
 ) -> Explanation:
     """Why the rule did or did not fire. Raises UsageError on bad input. `kb`: the
-    checkout's knowledge base when the caller has it."""
+    checkout's knowledge base when the caller has it; `rule_set`: the rules, when the caller
+    has them resolved; `streams`: (display name, binary stream) of logs held in memory."""
     import numpy as np
 
     from trainwreck import engine as eng
@@ -170,14 +174,15 @@ def explain(
     from trainwreck.rules.rule import read_rules
 
     # A BundleError is a UsageError: an unreadable --rules bundle is reported as such.
-    rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
+    if rule_set is None:
+        rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
     rules, _ = read_rules(rule_set.rules)  # (an unreadable rule is named by diagnose)
     matching = [r for r in rules if r.id == rule_id]
     if not matching:
         known = ", ".join(sorted(r.id for r in rules)[:8])
         raise UsageError(f"no rule '{rule_id}' (known rules include: {known}, ...)")
     rule = matching[0]
-    inputs, missing = expand_inputs(paths)
+    inputs, missing = expand_inputs(paths, streams=streams)
     if missing:
         raise UsageError("no such file or folder: " + ", ".join(missing))
     if not inputs:

@@ -104,9 +104,11 @@ def compile_folder(
     *,
     cache: bool = True,
     source: RuleSource | None = None,
+    write_cache: bool = True,
 ) -> tuple[Bundle, list[Problem]]:
     """Compile a rules folder in memory (no regression tests), using the build/ cache.
-    `source`: the rules folder's rules and the entries, already read (else read here)."""
+    `source`: the rules folder's rules and the entries, already read (else read here).
+    `write_cache=False`: read a cached bundle but never write one (the read-only MCP server)."""
     rules_dir = rules_dir or root / "rules"
     key = content_hash(root, rules_dir)
     cache_file = stamps.cache_dir(root) / "rules-cache" / f"{key}.json"
@@ -126,7 +128,7 @@ def compile_folder(
         loaded, known = source.rules, source.entries
     entries = entry_summaries(root, {rule["entry"] for rule in loaded.rules}, known)
     data = make_bundle(loaded.rules, entries, base_url=site_url(root))
-    if cache:
+    if cache and write_cache:
         try:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             for old in cache_file.parent.glob("*.json"):
@@ -170,9 +172,11 @@ def resolve(
     *,
     use_installed: bool = True,
     source: RuleSource | None = None,
+    write_cache: bool = True,
 ) -> RuleSet:
     """The rule set diagnose uses (see the module docstring for the order). `source`: the
-    checkout's rules and entries when a stage has them already."""
+    checkout's rules and entries when a stage has them already. `write_cache=False`: a
+    checkout's cached bundle is read but never written."""
     rule_set = RuleSet()
     for item in explicit or []:
         path = Path(item)
@@ -189,7 +193,7 @@ def resolve(
         rule_set.add(bundle)
     if not explicit:
         if (root / "rules").is_dir() and any((root / "rules").glob("*.yaml")):
-            bundle, problems = compile_folder(root, source=source)
+            bundle, problems = compile_folder(root, source=source, write_cache=write_cache)
             rule_set.warnings.extend(
                 f"{p} (rule skipped)" for p in problems if p.severity == "error"
             )
