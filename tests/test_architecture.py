@@ -9,7 +9,8 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 2. engine: the runtime that reads logs through compiled rules and judges them (engine/);
 3. knowledge: the knowledge base over entries, rules and notebooks (knowledge/);
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
-   diagnose (with its output formats, formats.py), explain, new (scaffold), probe;
+   diagnose (with its output formats, formats.py), explain, new (scaffold), probe, memory (the
+   allocator replay: imports the base layer only, never torch);
 5. pipelines: build (site) and review, which drive several stages;
 6. the command line (cli, __main__).
 
@@ -26,7 +27,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainwreck"
 
 BASE = {"trainwreck", "model", "errors", "findings", "markup", "sanitize", "vocabulary", "stamps"}
-STAGES = {"check", "reproduce", "compile", "diagnose", "formats", "explain", "scaffold", "probe"}
+STAGES = {
+    "check",
+    "reproduce",
+    "compile",
+    "diagnose",
+    "formats",
+    "explain",
+    "scaffold",
+    "probe",
+    "memory",
+}
 PIPELINES = {"site", "review"}
 COMMAND_LINE = {"cli", "__main__"}
 LAYER_NAMES = ("base", "rules", "engine", "knowledge", "stages", "pipelines", "command line")
@@ -170,3 +181,24 @@ def test_every_package_is_a_regular_package():
         str(f.relative_to(PACKAGE)) for f in sorted(folders) if not (f / "__init__.py").is_file()
     ]
     assert not missing, f"add an __init__.py (with a docstring of its modules) to: {missing}"
+
+
+def test_memory_replay_imports_only_the_base_layer_and_no_torch():
+    """The allocator replay is core install: it reads pickles from strangers with the standard
+    library, so it imports the base layer only, and never torch, numpy's rivals or jupyter."""
+    known = set(modules())
+    for name, path in modules().items():
+        if not name.startswith("memory"):
+            continue
+        below = {t for t in imported(path, known) if not t.startswith("memory")}
+        assert all(layer(t) == 0 for t in below), f"trainwreck.{name} imports {below}"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for imported_name in names:
+                top = imported_name.split(".")[0]
+                assert top not in {"torch", "jupyter", "mkdocs", "nbclient"}, (name, top)
