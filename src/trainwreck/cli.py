@@ -34,6 +34,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("trainwreck.site", "preview the built site"),
     "new": ("trainwreck.scaffold", "scaffold a new entry, rule and notebook"),
     "review": ("trainwreck.review", "summarise what a change does to entries, rules and diagnoses"),
+    # --- memory (issue 25): the allocator what-if replay; kept as its own block ---
+    "memory": (
+        "trainwreck.memory.command",
+        "replay a CUDA memory snapshot under other allocator settings",
+    ),
+    # --- end memory ---
 }
 
 

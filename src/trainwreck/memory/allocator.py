@@ -165,6 +165,9 @@ class Allocator:
         if settings.memory_fraction is not None and total is not None:
             self.allowed = int(settings.memory_fraction * total)
         self.gc_active = self.allowed is not None and settings.garbage_collection_threshold > 0
+        # Without roundup_power2_divisions every size rounds to 512 B: the hot path skips the
+        # interval lookup.
+        self.plain_rounding = all(d <= 1 for d in settings.roundup_power2_divisions)
         self.device_total = total or (1 << 40)
         self.small = Pool(True)
         self.large = Pool(False)
@@ -189,8 +192,10 @@ class Allocator:
 
     def malloc(self, orig_size: int, stream: int) -> Block | None:
         """DeviceCachingAllocator::malloc; None where it would raise OutOfMemoryError."""
-        settings = self.settings
-        size = round_size(orig_size, settings)
+        if self.plain_rounding:
+            size = K_MIN_BLOCK * ((orig_size + K_MIN_BLOCK - 1) // K_MIN_BLOCK) or K_MIN_BLOCK
+        else:
+            size = round_size(orig_size, self.settings)
         pool = self.small if size <= K_SMALL_SIZE else self.large
         alloc_size = allocation_size(size)
         block = self.get_free_block(pool, stream, size)
@@ -396,8 +401,10 @@ class Allocator:
         block.pending = False
         self.pending.discard(block)
         pool = self.small if block.small else self.large
-        self.merge(block, block.prev, pool)
-        self.merge(block, block.next, pool)
+        if block.prev is not None:
+            self.merge(block, block.prev, pool)
+        if block.next is not None:
+            self.merge(block, block.next, pool)
         pool.insert(block)
 
     def merge(self, dst: Block, src: Block | None, pool: Pool) -> int:

@@ -93,6 +93,23 @@ def empty_cache_points(events: list[TraceEvent]) -> frozenset[int]:
     return frozenset(points)
 
 
+def synchronised_frees(events: list[TraceEvent]) -> frozenset[int]:
+    """Indices of free_completed entries that segment frees follow: release_cached_blocks
+    synchronises pending frees (synchronize_and_free_events) before it frees segments, so these
+    completions happened inside an allocation's fallback, not before it."""
+    points = set()
+    n = len(events)
+    for i, event in enumerate(events):
+        if event.action != "free_completed":
+            continue
+        j = i + 1
+        while j < n and events[j].action == "free_completed":
+            j += 1
+        if j < n and events[j].action in ("segment_free", "segment_unmap"):
+            points.add(i)
+    return frozenset(points)
+
+
 def recorded_capacity(events: list[TraceEvent]) -> int | None:
     """Reserved bytes plus the device's free bytes at the first recorded OOM: the memory the
     allocator could have had then (non-PyTorch memory excluded)."""
@@ -136,6 +153,7 @@ def replay(
     name: str = "<trace>",
     check: bool = False,
     empty_cache_at: frozenset[int] = frozenset(),
+    synchronised: frozenset[int] = frozenset(),
     samples: int = 0,
 ) -> Run:
     """One run of the trace under `settings`; with `check`, compared with the recorded segment
@@ -148,6 +166,7 @@ def replay(
         a.address_hints = {}
     live: dict[int, Block] = {}
     refused: set[int] = set()  # addresses of allocations the model could not serve
+    held: list[Block] = []  # synchronised completions, left to the model's own fallback
     group: list[tuple[str, int]] = []
     mark = 0
     every = max(1, len(events) // samples) if samples else 0
@@ -176,7 +195,8 @@ def replay(
                 _oom(run, a, index, event)
             else:
                 live[event.addr] = block
-                _grew(run, a)
+                if a.reserved > run.peak_reserved or a.allocated > run.peak_allocated:
+                    _grew(run, a)
         elif action == "free_requested":
             block = live.get(event.addr)
             if block is None:
@@ -193,7 +213,9 @@ def replay(
             else:
                 if block.allocated:
                     a.free_requested(block)
-                if block.pending:  # not already completed by a synchronising release
+                if index in synchronised:
+                    held.append(block)
+                elif block.pending:  # not already completed by a synchronising release
                     a.free_block(block)
         elif action == "oom":
             if fidelity is not None:
@@ -210,6 +232,11 @@ def replay(
                 _grew(run, a)
                 a.free_requested(block)
                 a.free_block(block)
+        if held and action in ("alloc", "oom"):
+            for block in held:  # the model did not need the synchronisation: complete now
+                if block.pending:
+                    a.free_block(block)
+            held = []
         if fidelity is not None and (group or len(log) > mark):
             ours = sorted((entry[0], entry[2]) for entry in log[mark:])
             if sorted(group) == ours:

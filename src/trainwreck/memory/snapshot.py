@@ -48,15 +48,19 @@ class SnapshotError(ProblemsFound):
     """A snapshot that cannot be replayed: one line naming the file (and the event)."""
 
 
+class _Refused(pickle.UnpicklingError):
+    """The pickle names a global or a persistent id: it would run code to load."""
+
+
 class _DataOnly(pickle.Unpickler):
     """Admits only the pickle opcodes of plain containers and scalars: any class, function or
     persistent id (the ways a pickle runs code) is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused global {module}.{name}")
+        raise _Refused(f"refused global {module}.{name}")
 
     def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("refused persistent id")
+        raise _Refused("refused persistent id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +109,7 @@ class Snapshot:
 def loads(data: bytes, path: str = "<bytes>") -> Any:
     try:
         return _DataOnly(io.BytesIO(data)).load()
-    except pickle.UnpicklingError as exc:
+    except _Refused as exc:
         raise SnapshotError(f"not a plain-data snapshot pickle ({exc})", file=path) from None
     except RecursionError:
         raise SnapshotError("pickle nests too deeply", file=path) from None
