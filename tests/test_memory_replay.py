@@ -194,3 +194,42 @@ def test_bad_arguments_are_usage_errors(tmp_path, capsys, args, message):
 def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
     assert main(["memory", "replay", str(tmp_path / "nope.pickle")]) == 2
     assert "no such snapshot file" in capsys.readouterr().err
+
+
+def test_record_stream_frees_synchronised_by_the_fallback_replay_exactly():
+    # A 30 MiB tensor used on another stream is freed: its free waits for that stream
+    # (free_requested only). 40 MiB then finds no free block; 30 + 40 > 50 fails;
+    # release_cached_blocks synchronises the pending free (free_completed), frees its
+    # segment, and the retry succeeds. The replay must leave that completion to the model's
+    # own fallback, or it would free the segment early and see no segment_free to match.
+    rec = traces.TraceRecorder(parse_alloc_conf(""), 50 * MIB)
+    used_elsewhere = rec.alloc(30 * MIB)
+    assert used_elsewhere is not None
+    rec.free(used_elsewhere, deferred=True)
+    assert rec.alloc(40 * MIB) is not None
+    actions = [e["action"] for e in rec.events]
+    assert actions == [
+        "segment_alloc",
+        "alloc",
+        "free_requested",
+        "free_completed",
+        "segment_free",
+        "segment_alloc",
+        "alloc",
+    ]
+    result = what_if(parse(rec.snapshot(), "x"), ["expandable_segments:True"], 50 * MIB)
+    fidelity = result.recorded.fidelity
+    assert fidelity is not None and fidelity.exact and fidelity.matched_segment_events == 3
+    assert result.recorded.retries == 1
+
+
+def test_blocks_are_reused_only_on_their_own_stream():
+    rec = traces.TraceRecorder(parse_alloc_conf(""))
+    side = rec.alloc(12 * MIB, stream=7)
+    assert side is not None
+    rec.free(side)
+    rec.alloc(12 * MIB, stream=0)  # the cached 12 MiB segment belongs to stream 7
+    segments = [(e["size"], e["stream"]) for e in rec.events if e["action"] == "segment_alloc"]
+    assert segments == [(12 * MIB, 7), (12 * MIB, 0)]
+    result = what_if(parse(rec.snapshot(), "x"), ["max_split_size_mb:128"])
+    assert result.recorded.fidelity is not None and result.recorded.fidelity.exact

@@ -20,7 +20,7 @@ import io
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainwreck.errors import ProblemsFound, UsageError
 
@@ -70,9 +70,9 @@ class Frame:
     name: str
 
 
-@dataclass(slots=True)
-class TraceEvent:
-    """One trace entry. `frames` stays as read (a list of dicts) until a report needs it."""
+class TraceEvent(NamedTuple):
+    """One trace entry. `frames` stays as read (a list of dicts) until a report needs it. A
+    named tuple: a million of them are built per million-entry trace."""
 
     action: str
     addr: int
@@ -119,10 +119,6 @@ def loads(data: bytes, path: str = "<bytes>") -> Any:
         ) from None
 
 
-def _int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
 def read(path: Path, device: int | None = None) -> Snapshot:
     """The trace of one device from the snapshot at `path`."""
     name = str(path)
@@ -156,28 +152,36 @@ def parse(data: Any, name: str, device: int | None = None) -> Snapshot:
     if not 0 <= device < len(traces) or not traces[device]:
         raise UsageError(f"{name}: device {device} has no trace events (traced: {used})")
     events = []
+    append = events.append
     for index, entry in enumerate(traces[device]):
-        if not isinstance(entry, dict):
+        if type(entry) is not dict:
             raise SnapshotError(f"trace event {index} is not a dict", file=name)
-        action = entry.get("action")
+        get = entry.get
+        action = get("action")
         if action not in ACTIONS:
             raise SnapshotError(
                 f"trace event {index} has unknown action {str(action)[:60]!r}", file=name
             )
-        size = _int(entry.get("size"), -1)
-        if size < 0 and action != "user_defined":
-            raise SnapshotError(f"trace event {index} ({action}) has no size", file=name)
-        time_us = entry.get("time_us")
-        device_free = entry.get("device_free")
-        events.append(
+        size, addr, stream = get("size"), get("addr", 0), get("stream", 0)
+        # `type(...) is int` also refuses booleans.
+        if type(size) is not int or size < 0:
+            if action != "user_defined":
+                raise SnapshotError(f"trace event {index} ({action}) has no size", file=name)
+            size = 0
+        if type(addr) is not int:
+            addr = 0
+        if type(stream) is not int:
+            stream = 0
+        time_us, device_free = get("time_us"), get("device_free")
+        append(
             TraceEvent(
                 action,
-                _int(entry.get("addr")),
+                addr,
                 size,
-                _int(entry.get("stream")),
-                time_us if isinstance(time_us, int) else None,
-                device_free if isinstance(device_free, int) else None,
-                entry.get("frames"),
+                stream,
+                time_us if type(time_us) is int else None,
+                device_free if type(device_free) is int else None,
+                get("frames"),
             )
         )
     segments = data.get("segments")
