@@ -233,3 +233,21 @@ def test_blocks_are_reused_only_on_their_own_stream():
     assert segments == [(12 * MIB, 7), (12 * MIB, 0)]
     result = what_if(parse(rec.snapshot(), "x"), ["max_split_size_mb:128"])
     assert result.recorded.fidelity is not None and result.recorded.fidelity.exact
+
+
+def test_a_trace_without_segment_events_is_not_called_faithful(tmp_path, capsys):
+    # skip_actions=["segment_alloc", ...] leaves nothing to check the model against.
+    data = traces.fragmentation_case()
+    data["device_traces"][0] = [
+        e for e in data["device_traces"][0] if not e["action"].startswith("segment")
+    ]
+    del data["allocator_settings"]
+    doc = run_json(capsys, str(write(tmp_path, data)))
+    assert doc["fidelity"]["checkable"] is False and doc["fidelity"]["exact"] is False
+    assert doc["settings_recorded"] is False
+    assert (
+        main(["memory", "replay", str(write(tmp_path, data)), "--try", "expandable_segments:True"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "fidelity: not checked" in out and "(assumed: the snapshot records none)" in out

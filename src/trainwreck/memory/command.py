@@ -109,8 +109,10 @@ def format_json(result: WhatIf) -> str:
         "events": len(result.snapshot.events),
         "capacity_bytes": result.capacity,
         "capacity_source": result.capacity_source,
+        "settings_recorded": result.settings_recorded,
         "recorded": _run_dict(result.recorded),
         "fidelity": {
+            "checkable": fidelity.checkable,
             "exact": fidelity.exact,
             "recorded_segment_events": fidelity.recorded_segment_events,
             "matched_segment_events": fidelity.matched_segment_events,
@@ -142,12 +144,21 @@ def format_text(result: WhatIf) -> str:
     lines = [
         f"snapshot: {report_text(snap.path)} (device {snap.device}, {len(snap.events)} trace events)",
         f"capacity: {human(result.capacity)} ({result.capacity_source})",
-        f"recorded settings: {report_text(rec.settings.label)}",
-        f"fidelity: the model reproduces {fidelity.matched_segment_events} of "
-        f"{fidelity.recorded_segment_events} recorded segment events and "
-        f"{fidelity.reproduced_ooms} of {fidelity.recorded_ooms} recorded OOMs"
-        + (" (exact)" if fidelity.exact else ""),
+        f"recorded settings: {report_text(rec.settings.label)}"
+        + ("" if result.settings_recorded else " (assumed: the snapshot records none)"),
     ]
+    if fidelity.checkable:
+        lines.append(
+            f"fidelity: the model reproduces {fidelity.matched_segment_events} of "
+            f"{fidelity.recorded_segment_events} recorded segment events and "
+            f"{fidelity.reproduced_ooms} of {fidelity.recorded_ooms} recorded OOMs"
+            + (" (exact)" if fidelity.exact else "")
+        )
+    else:
+        lines.append(
+            "fidelity: not checked, the trace records no segment events "
+            "(recorded with skip_actions, or not written by the allocator)"
+        )
     if fidelity.first_divergence is not None:
         d = fidelity.first_divergence
         lines.append(

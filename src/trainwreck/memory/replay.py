@@ -47,10 +47,17 @@ class Fidelity:
     recorded_ooms: int = 0
     reproduced_ooms: int = 0
     first_divergence: Divergence | None = None
+    # False when the trace records no segment events at all (skip_actions, or a trace not
+    # written by the allocator): there is nothing to check the model against.
+    checkable: bool = True
 
     @property
     def exact(self) -> bool:
-        return self.first_divergence is None and self.reproduced_ooms == self.recorded_ooms
+        return (
+            self.checkable
+            and self.first_divergence is None
+            and self.reproduced_ooms == self.recorded_ooms
+        )
 
 
 @dataclass
@@ -162,6 +169,8 @@ def replay(
     a = Allocator(settings, capacity)
     run = Run(settings, capacity)
     fidelity = Fidelity() if check else None
+    if fidelity is not None and not any(e.action in SEGMENT_ACTIONS for e in events):
+        fidelity.checkable = False
     if check:
         a.address_hints = {}
     live: dict[int, Block] = {}
@@ -237,7 +246,7 @@ def replay(
                 if block.pending:
                     a.free_block(block)
             held = []
-        if fidelity is not None and (group or len(log) > mark):
+        if fidelity is not None and fidelity.checkable and (group or len(log) > mark):
             ours = sorted((entry[0], entry[2]) for entry in log[mark:])
             if sorted(group) == ours:
                 fidelity.matched_segment_events += len(group)
@@ -248,7 +257,7 @@ def replay(
             mark = len(log)
         if every and index % every == 0:
             run.timeline.append((index, a.reserved, a.allocated))
-    if fidelity is not None and group and fidelity.first_divergence is None:
+    if fidelity is not None and fidelity.checkable and group and not fidelity.first_divergence:
         # Trailing segment events with no allocation after them (an empty_cache at the end).
         ours = sorted((entry[0], entry[2]) for entry in log[mark:])
         if sorted(group) == ours:

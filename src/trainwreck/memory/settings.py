@@ -202,7 +202,7 @@ def from_snapshot(recorded: object) -> AllocatorSettings:
     """The settings a snapshot's `allocator_settings` records. The raw ALLOC_CONF string wins
     when present; otherwise the parsed fields the snapshot carries are read one by one."""
     if not isinstance(recorded, dict):
-        return AllocatorSettings(text="defaults (the snapshot records no allocator_settings)")
+        return AllocatorSettings(text="defaults")
     raw = recorded.get("PYTORCH_CUDA_ALLOC_CONF")
     if isinstance(raw, str) and raw.strip():
         return parse_alloc_conf(raw)

@@ -56,6 +56,7 @@ class WhatIf:
     recorded: Run
     runs: list[Run]
     answer: str
+    settings_recorded: bool = True
 
     def ranked(self) -> list[Run]:
         return sorted(self.runs, key=lambda r: (r.ooms > 0, r.peak_reserved))
@@ -106,7 +107,15 @@ def what_if(
         for s in trial_settings
         if tries or s != recorded_settings  # the sweep skips what the recorded run already is
     ]
-    return WhatIf(snap, capacity, source, recorded, runs, answer(recorded, runs, capacity))
+    return WhatIf(
+        snap,
+        capacity,
+        source,
+        recorded,
+        runs,
+        answer(recorded, runs, capacity),
+        isinstance(snap.allocator_settings, dict),
+    )
 
 
 def answer(recorded: Run, runs: list[Run], capacity: int | None) -> str:
