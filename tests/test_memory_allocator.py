@@ -198,6 +198,7 @@ def test_expandable_mapping_fails_at_capacity():
         "no_such_option:1",
         "backend:cudaMallocAsync",
         "max_split_size_mb",
+        "large_segment_size_mb:40",  # a 2.13 key the model does not follow
     ],
 )
 def test_bad_settings_are_usage_errors(text):
@@ -205,3 +206,11 @@ def test_bad_settings_are_usage_errors(text):
         parse_alloc_conf(text)
     assert text.split(":")[0] in str(info.value) or "allocator setting" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_per_process_memory_fraction_in_alloc_conf_turns_garbage_collection_on():
+    s = parse_alloc_conf("garbage_collection_threshold:0.4,per_process_memory_fraction:1.0")
+    assert s.memory_fraction == 1.0
+    a = Allocator(s, capacity=100 * MIB)
+    assert a.gc_active and a.allowed == 100 * MIB
+    assert parse_alloc_conf("pinned_use_background_threads:True").memory_fraction is None

@@ -33,8 +33,15 @@ IGNORED_KEYS = frozenset(
         "pinned_use_background_threads",
         "pinned_reserve_segment_size_mb",
         "graph_capture_record_stream_reuse",
+        "pinned_max_round_threshold_mb",
+        "pinned_max_cached_size_mb",
+        "pinned_free_catch_all",
     }
 )
+# Keys of newer releases (torch 2.13.0: CUDAAllocatorConfig.h lines 155-175, the key list, and
+# libc10.so's strings) that change what the allocator does in ways this model does not follow:
+# refused rather than silently replayed as if absent.
+NOT_MODELLED = frozenset({"large_segment_size_mb", "throw_on_cudamalloc_oom"})
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,20 @@ def parse_alloc_conf(text: str, base: AllocatorSettings | None = None) -> Alloca
             token = p.take()
             if token != "native":
                 raise p.fail(f"backend:{token} is not the caching allocator; nothing to replay")
+        elif key == "per_process_memory_fraction":
+            # 2.13's ALLOC_CONF form of set_per_process_memory_fraction.
+            token = p.take()
+            try:
+                fraction = float(token)
+            except ValueError:
+                raise p.fail(
+                    f"per_process_memory_fraction must be a number, got {token!r}"
+                ) from None
+            if not 0.0 < fraction <= 1.0:
+                raise p.fail("per_process_memory_fraction must be in (0.0, 1.0]")
+            values["memory_fraction"] = fraction
+        elif key in NOT_MODELLED:
+            raise p.fail(f"{key} is not modelled by the replay")
         elif key in IGNORED_KEYS:
             p.take()
         else:

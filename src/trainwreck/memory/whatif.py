@@ -63,6 +63,8 @@ class WhatIf:
 
 
 def _with_fraction(settings: AllocatorSettings, fraction: float | None) -> AllocatorSettings:
+    if fraction is None and settings.memory_fraction is not None:
+        return settings  # per_process_memory_fraction given in the settings themselves
     if fraction is None and settings.garbage_collection_threshold > 0:
         fraction = ASSUMED_FRACTION
     return settings.with_fraction(fraction)
