@@ -36,7 +36,8 @@ t1, c1 = time.perf_counter(), time.process_time()
 events = snap.events
 run = replay.replay(events, parse_alloc_conf(settings), None, check=check,
                     empty_cache_at=replay.empty_cache_points(events),
-                    synchronised=replay.synchronised_frees(events))
+                    synchronised=replay.synchronised_frees(events),
+                    fallbacks=replay.fallback_candidates(events))
 t2, c2 = time.perf_counter(), time.process_time()
 print(json.dumps({"events": len(events), "read_s": t1 - t0, "replay_s": t2 - t1,
                   "read_cpu_s": c1 - c0, "replay_cpu_s": c2 - c1,

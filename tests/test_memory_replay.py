@@ -251,3 +251,46 @@ def test_a_trace_without_segment_events_is_not_called_faithful(tmp_path, capsys)
     )
     out = capsys.readouterr().out
     assert "fidelity: not checked" in out and "(assumed: the snapshot records none)" in out
+
+
+def test_empty_cache_is_told_from_an_allocation_fallback():
+    from trainwreck.memory.replay import empty_cache_points
+    from trainwreck.memory.snapshot import TraceEvent
+
+    def ev(action: str) -> TraceEvent:
+        return TraceEvent(action, 1, 512, 0, None, None, None)
+
+    # 0-1: frees that no allocation follows (the program's empty_cache); 3-5: frees and a
+    # synchronised completion right before a segment_alloc (a fallback); 8: frees before an OOM.
+    trace = [
+        ev(a)
+        for a in (
+            "segment_free",
+            "segment_free",
+            "free_requested",
+            "segment_free",
+            "free_completed",
+            "segment_free",
+            "segment_alloc",
+            "alloc",
+            "segment_free",
+            "oom",
+        )
+    ]
+    assert empty_cache_points(trace) == frozenset({0})
+
+
+def test_empty_cache_before_an_allocation_that_needs_a_segment_replays_exactly():
+    # 30 MiB freed and cached, empty_cache() frees its segment, then 12 MiB: the cache could
+    # have served 12 MiB from the 30 MiB block, so the frees before its segment_alloc cannot
+    # be malloc's fallback (malloc looks in the cache first): they are the empty_cache.
+    rec = traces.TraceRecorder(parse_alloc_conf(""))
+    first = rec.alloc(30 * MIB)
+    assert first is not None
+    rec.free(first)
+    rec.empty_cache()
+    rec.alloc(12 * MIB)
+    actions = [e["action"] for e in rec.events]
+    assert actions[-3:] == ["segment_free", "segment_alloc", "alloc"]
+    result = what_if(parse(rec.snapshot(), "x"), ["expandable_segments:True"])
+    assert result.recorded.fidelity is not None and result.recorded.fidelity.exact

@@ -222,8 +222,9 @@ class Allocator:
         self.allocated += block.size
         return block
 
-    def get_free_block(self, pool: Pool, stream: int, size: int) -> Block | None:
-        if self.gc_active:
+    def get_free_block(self, pool: Pool, stream: int, size: int, take: bool = True) -> Block | None:
+        """The best-fit free block, removed from its pool; with `take=False` only looked at."""
+        if self.gc_active and take:
             pool.free_calls += 1
         keys = pool.keys
         i = bisect_left(keys, (stream, size, -1))
@@ -251,9 +252,17 @@ class Allocator:
             return None  # an oversize block is not handed to a smaller request
         if size >= max_split and block.size >= size + self.settings.max_non_split_rounding:
             return None  # an oversize request takes an oversize block only if nearly its size
+        if not take:
+            return block
         del keys[i]
         del by_key[(block.stream, block.size, block.addr)]
         return block
+
+    def cache_serves(self, orig_size: int, stream: int) -> bool:
+        """Whether malloc would find a cached block for this request, changing nothing."""
+        size = round_size(orig_size, self.settings)
+        pool = self.small if size <= K_SMALL_SIZE else self.large
+        return self.get_free_block(pool, stream, size, take=False) is not None
 
     def should_split(self, block: Block, size: int) -> bool:
         remaining = block.size - size

@@ -84,13 +84,16 @@ class Run:
 
 def empty_cache_points(events: list[TraceEvent]) -> frozenset[int]:
     """Indices where a run of segment frees starts that no cudaMalloc or OOM follows: malloc's
-    fallbacks free segments only right before a segment_alloc/segment_map or an oom."""
+    fallbacks free segments only right before a segment_alloc/segment_map or an oom. Within
+    a run, free_completed entries are part of it (release_cached_blocks synchronises pending
+    frees between release_available_cached_blocks' frees and its own)."""
+    releases = ("segment_free", "segment_unmap")
     points = set()
     i, n = 0, len(events)
     while i < n:
-        if events[i].action in ("segment_free", "segment_unmap"):
+        if events[i].action in releases:
             start = i
-            while i < n and events[i].action in ("segment_free", "segment_unmap"):
+            while i < n and events[i].action in (*releases, "free_completed"):
                 i += 1
             following = events[i].action if i < n else None
             if following not in GROWS and following != "oom":
@@ -98,6 +101,29 @@ def empty_cache_points(events: list[TraceEvent]) -> frozenset[int]:
         else:
             i += 1
     return frozenset(points)
+
+
+def fallback_candidates(events: list[TraceEvent]) -> dict[int, int]:
+    """Runs of segment frees that a cudaMalloc follows: malloc's fallback, or the program's
+    empty_cache() followed by an allocation that needed a new segment. Start index -> index of
+    that allocation (or oom); the replay tells them apart (see `replay`)."""
+    releases = ("segment_free", "segment_unmap")
+    found: dict[int, int] = {}
+    i, n = 0, len(events)
+    while i < n:
+        if events[i].action in releases:
+            start = i
+            while i < n and events[i].action in (*releases, "free_completed"):
+                i += 1
+            if i < n and events[i].action in GROWS:
+                j = i
+                while j < n and events[j].action not in ("alloc", "oom"):
+                    j += 1
+                if j < n:
+                    found[start] = j
+        else:
+            i += 1
+    return found
 
 
 def synchronised_frees(events: list[TraceEvent]) -> frozenset[int]:
@@ -109,6 +135,13 @@ def synchronised_frees(events: list[TraceEvent]) -> frozenset[int]:
     for i, event in enumerate(events):
         if event.action != "free_completed":
             continue
+        previous = events[i - 1] if i else None
+        if (
+            previous is not None
+            and previous.action == "free_requested"
+            and previous.addr == event.addr
+        ):
+            continue  # an ordinary free: completed the moment it was requested
         j = i + 1
         while j < n and events[j].action == "free_completed":
             j += 1
@@ -161,6 +194,7 @@ def replay(
     check: bool = False,
     empty_cache_at: frozenset[int] = frozenset(),
     synchronised: frozenset[int] = frozenset(),
+    fallbacks: dict[int, int] | None = None,
     samples: int = 0,
 ) -> Run:
     """One run of the trace under `settings`; with `check`, compared with the recorded segment
@@ -185,6 +219,12 @@ def replay(
         if action in SEGMENT_ACTIONS:
             if index in empty_cache_at:
                 a.release_cached_blocks()
+            elif fallbacks and index in fallbacks:
+                # malloc looks in the cache before it frees anything: if the cache could serve
+                # the allocation that follows, these frees were the program's empty_cache().
+                request = events[fallbacks[index]]
+                if a.cache_serves(request.size, request.stream):
+                    a.release_cached_blocks()
             if fidelity is not None:
                 group.append((action, event.size))
                 fidelity.recorded_segment_events += 1

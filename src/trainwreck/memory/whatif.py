@@ -101,6 +101,7 @@ def what_if(
         "name": snap.path,
         "empty_cache_at": replaying.empty_cache_points(events),
         "synchronised": replaying.synchronised_frees(events),
+        "fallbacks": replaying.fallback_candidates(events),
         "samples": samples,
     }
     recorded = replaying.replay(events, recorded_settings, capacity, check=True, **common)
