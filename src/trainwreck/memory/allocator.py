@@ -258,11 +258,23 @@ class Allocator:
         del by_key[(block.stream, block.size, block.addr)]
         return block
 
-    def cache_serves(self, orig_size: int, stream: int) -> bool:
-        """Whether malloc would find a cached block for this request, changing nothing."""
+    def frees_first(self, orig_size: int, stream: int) -> bool:
+        """Whether malloc could free segments before it cudaMallocs for this request: not when
+        the cache serves it (malloc looks there first), nor when the first cudaMalloc fits
+        (garbage collection aside, it frees only after a failed one). Changes nothing."""
         size = round_size(orig_size, self.settings)
         pool = self.small if size <= K_SMALL_SIZE else self.large
-        return self.get_free_block(pool, stream, size, take=False) is not None
+        if self.get_free_block(pool, stream, size, take=False) is not None:
+            return False
+        gc_limit = self.settings.garbage_collection_threshold * (self.allowed or 0)
+        if self.gc_active and self.reserved > gc_limit:
+            return True  # garbage collection frees before the cudaMalloc
+        need = allocation_size(size)
+        if self.expandable is not None:  # at most this many pages; fewer after a free block
+            page = K_SMALL_BUFFER if pool.small else K_LARGE_BUFFER
+            need = -(-size // page) * page
+        limits = [x for x in (self.capacity, self.allowed) if x is not None]
+        return not limits or self.reserved + need > min(limits)
 
     def should_split(self, block: Block, size: int) -> bool:
         remaining = block.size - size

@@ -127,25 +127,36 @@ def fallback_candidates(events: list[TraceEvent]) -> dict[int, int]:
 
 
 def synchronised_frees(events: list[TraceEvent]) -> frozenset[int]:
-    """Indices of free_completed entries that segment frees follow: release_cached_blocks
-    synchronises pending frees (synchronize_and_free_events) before it frees segments, so these
-    completions happened inside an allocation's fallback, not before it."""
+    """Indices of free_completed entries that completed inside an allocation's fallback:
+    release_cached_blocks synchronises pending frees (synchronize_and_free_events) after the
+    cache lookup failed and before it frees segments or gives up with an OOM.
+
+    Before an oom every completion counts: had it completed before the lookup and fitted, the
+    request would have been served, and if it does not fit both readings end alike. Before
+    segment frees a completion right after its own free_requested reads as an ordinary free
+    (the common case, and the one empty_cache() after a free needs); a record_stream free
+    synchronised there is the one case replayed early, and the fidelity check says so."""
     points = set()
     n = len(events)
     for i, event in enumerate(events):
         if event.action != "free_completed":
             continue
+        j = i + 1
+        while j < n and events[j].action in ("free_completed", "free_requested"):
+            j += 1
+        if j >= n:
+            continue
+        following = events[j].action
+        if following == "oom":
+            points.add(i)
+            continue
         previous = events[i - 1] if i else None
-        if (
+        ordinary = (
             previous is not None
             and previous.action == "free_requested"
             and previous.addr == event.addr
-        ):
-            continue  # an ordinary free: completed the moment it was requested
-        j = i + 1
-        while j < n and events[j].action == "free_completed":
-            j += 1
-        if j < n and events[j].action in ("segment_free", "segment_unmap"):
+        )
+        if following in ("segment_free", "segment_unmap") and not ordinary:
             points.add(i)
     return frozenset(points)
 
@@ -220,10 +231,10 @@ def replay(
             if index in empty_cache_at:
                 a.release_cached_blocks()
             elif fallbacks and index in fallbacks:
-                # malloc looks in the cache before it frees anything: if the cache could serve
-                # the allocation that follows, these frees were the program's empty_cache().
+                # Frees that malloc would not have made for the allocation that follows were
+                # the program's empty_cache().
                 request = events[fallbacks[index]]
-                if a.cache_serves(request.size, request.stream):
+                if not a.frees_first(request.size, request.stream):
                     a.release_cached_blocks()
             if fidelity is not None:
                 group.append((action, event.size))

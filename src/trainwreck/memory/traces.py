@@ -42,11 +42,18 @@ class TraceRecorder:
         entry.update(extra)
         self.events.append(entry)
 
-    def _flush(self, mark: int, pending_before: set[Block]) -> None:
+    def _pending(self) -> dict[Block, tuple[int, int, int]]:
+        # Addresses as they were when freed: completing a free merges the block with its
+        # neighbours, which can move its address.
+        return {b: (b.addr, b.requested, b.stream) for b in self.allocator.pending}
+
+    def _flush(self, mark: int, pending_before: dict[Block, tuple[int, int, int]]) -> None:
         a = self.allocator
         # Pending frees the allocator synchronised on its way (synchronize_and_free_events).
-        for block in sorted(pending_before - a.pending, key=lambda b: b.addr):
-            self._entry("free_completed", block.addr, block.requested, block.stream)
+        synced = sorted(v for b, v in pending_before.items() if b not in a.pending)
+        for addr, requested, stream in synced:
+            self.blocks.pop(addr, None)
+            self._entry("free_completed", addr, requested, stream)
         for action, addr, size, stream in a.log[mark:]:
             self._entry(action, addr, size, stream)
 
@@ -54,7 +61,7 @@ class TraceRecorder:
         self, size: int, stream: int = 0, frames: list[dict[str, Any]] | None = None
     ) -> int | None:
         a = self.allocator
-        mark, pending = len(a.log), set(a.pending)
+        mark, pending = len(a.log), self._pending()
         block = a.malloc(size, stream)
         self._flush(mark, pending)
         if block is None:
@@ -90,7 +97,7 @@ class TraceRecorder:
 
     def empty_cache(self) -> None:
         a = self.allocator
-        mark, pending = len(a.log), set(a.pending)
+        mark, pending = len(a.log), self._pending()
         a.release_cached_blocks()
         self._flush(mark, pending)
 
