@@ -86,8 +86,9 @@ def random_program(rec: TraceRecorder, rng: random.Random, steps: int) -> None:
             rec.free(live.pop(rng.randrange(len(live))))
 
 
-# One known, not yet explained divergence: with garbage collection on, seed 3 frees a
-# different set of cached blocks at trace event 262 than its recording did. Kept visible.
+# Known: a free the program completes right before an allocation whose garbage collection
+# then frees segments reads, in a trace, like one the allocator synchronised inside that
+# allocation (replay.synchronised_frees); the replay holds it and collects other blocks.
 KNOWN_DIVERGENT = {(3, SETTINGS[4])}
 
 

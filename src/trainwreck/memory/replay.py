@@ -142,7 +142,9 @@ def synchronised_frees(events: list[TraceEvent]) -> frozenset[int]:
         if event.action != "free_completed":
             continue
         j = i + 1
-        while j < n and events[j].action in ("free_completed", "free_requested"):
+        # Only completions can sit between a synchronised one and the release: no program
+        # code runs inside malloc.
+        while j < n and events[j].action == "free_completed":
             j += 1
         if j >= n:
             continue
