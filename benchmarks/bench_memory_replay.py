@@ -57,7 +57,8 @@ def main() -> int:
     from trainwreck.memory import traces
 
     t0 = time.perf_counter()
-    data = traces.realistic_case(args.events, seed=0)
+    # Recorded under the settings it is replayed with, so that --check has a recording to match.
+    data = traces.realistic_case(args.events, seed=0, settings=args.settings)
     generated = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.pickle"
