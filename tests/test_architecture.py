@@ -10,7 +10,8 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 3. knowledge: the knowledge base over entries, rules and notebooks (knowledge/);
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
    diagnose (with its output formats, formats.py), explain, new (scaffold), probe, export
-   (alert rule files for Loki and Prometheus);
+   (alert rule files for Loki and Prometheus), memory (the allocator replay: imports the base
+   layer only, never torch);
 5. pipelines: build (site), review and the MCP server (mcp), which drive several stages;
 6. the command line (cli, __main__).
 
@@ -37,6 +38,7 @@ STAGES = {
     "scaffold",
     "probe",
     "export",
+    "memory",
 }
 PIPELINES = {"site", "review", "mcp"}
 # Optional dependencies (extras) and the only modules that may import them: the core install
@@ -211,3 +213,24 @@ def test_optional_dependencies_stay_in_their_modules():
         if dependency in third_party_imports(path) and name not in allowed
     ]
     assert not misplaced, "\n".join(misplaced)
+
+
+def test_memory_replay_imports_only_the_base_layer_and_no_torch():
+    """The allocator replay is core install: it reads pickles from strangers with the standard
+    library, so it imports the base layer only, and never torch, numpy's rivals or jupyter."""
+    known = set(modules())
+    for name, path in modules().items():
+        if not name.startswith("memory"):
+            continue
+        below = {t for t in imported(path, known) if not t.startswith("memory")}
+        assert all(layer(t) == 0 for t in below), f"trainwreck.{name} imports {below}"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for imported_name in names:
+                top = imported_name.split(".")[0]
+                assert top not in {"torch", "jupyter", "mkdocs", "nbclient"}, (name, top)

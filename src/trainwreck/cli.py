@@ -40,6 +40,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "trainwreck.mcp.server",
         "serve diagnose, explain and the entries to coding assistants (MCP, stdio)",
     ),
+    # --- memory (issue 25): the allocator what-if replay; kept as its own block ---
+    "memory": (
+        "trainwreck.memory.command",
+        "replay a CUDA memory snapshot under other allocator settings",
+    ),
+    # --- end memory ---
 }
 
 

@@ -134,7 +134,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     require_modules("mkdocs", "material")
     root = tmp_path_factory.mktemp("search") / "repo"
     # tests/examples too: check asserts that every `runs: cpu` example has its test there.
-    for name in ("entries", "rules", "schemas", "docs", "notebooks", "tests/logs", "tests/examples"):
+    for name in (
+        "entries",
+        "rules",
+        "schemas",
+        "docs",
+        "notebooks",
+        "tests/logs",
+        "tests/examples",
+    ):
         shutil.copytree(REPO / name, root / name)
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     site.build(root, reproduce=False)

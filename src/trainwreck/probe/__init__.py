@@ -12,6 +12,8 @@ Framework callbacks are imported lazily so that this package never imports torch
 or lightning by itself: `trainwreck.probe.huggingface.ProbeCallback` (a transformers
 TrainerCallback) and `trainwreck.probe.lightning.ProbeCallback` (a Lightning Callback), also
 reachable here as `HFProbeCallback` and `LightningProbeCallback`.
+`trainwreck.probe.oom_snapshot.record_oom_snapshots` writes a memory snapshot on a CUDA OOM for
+`trainwreck memory replay`.
 """
 
 from __future__ import annotations
