@@ -330,6 +330,14 @@ def test_the_page_shows_the_check_and_links_the_ledger(tmp_path: Path) -> None:
     assert "the 5K-GPU figure of the paper" in section
     assert 'href="../../audits/demo-straggler/"' in section
     assert (root / "site/audits/demo-straggler/index.html").is_file()
+    # The ledger quotes the messages it checked; search leads to the entry, not the ledger.
+    locations = {
+        doc["location"].split("#")[0]
+        for doc in json.loads((root / "site/search/search_index.json").read_text())["docs"]
+    }
+    assert "entries/demo-straggler/" in locations
+    assert not any(location.startswith("audits/demo") for location in locations), locations
+    assert (root / "docs/audits/demo-straggler.md").read_text().startswith("# Audit")
     assert html.index('id="fact-check"') < html.index('id="reproduction"')
     assert ">draft<" not in html and ">reviewed<" not in html  # the status field is not the badge
 

@@ -103,6 +103,7 @@ def _copy_docs(root: Path, docs_out: Path) -> None:
         shutil.copytree(source_docs, docs_out)
     else:
         docs_out.mkdir(parents=True)
+    _exclude_ledgers_from_search(docs_out)
     for name in OPTIONAL_PAGES:
         # Hand-written pages that link here must not break the strict build while the page is
         # being written; the stub says so plainly and stays out of the nav.
@@ -111,6 +112,19 @@ def _copy_docs(root: Path, docs_out: Path) -> None:
             (docs_out / name).write_text(
                 f"# {title}\n\nThis page has not been written yet.\n", encoding="utf-8"
             )
+
+
+# Material's search skips a page whose front matter says `search: {exclude: true}`.
+SEARCH_EXCLUDED = "---\nsearch:\n  exclude: true\n---\n"
+
+
+def _exclude_ledgers_from_search(docs_out: Path) -> None:
+    """Audit ledgers quote every message they check: a pasted error line must land on its entry,
+    not on the ledger that verified it, so the copies the site builds from leave search."""
+    for ledger in sorted((docs_out / "audits").glob("*.md")):
+        text = ledger.read_text(encoding="utf-8")
+        if not text.startswith("---\n"):
+            ledger.write_text(SEARCH_EXCLUDED + text, encoding="utf-8")
 
 
 def _site_pages(docs_out: Path, entries: list[Entry], tag_pages: set[str]) -> set[str]:
