@@ -73,6 +73,17 @@ class Late:
 
 
 @dataclass(frozen=True)
+class Row:
+    """Ranks of a group that stand at the same place: the alignment table's line."""
+
+    ranks: str  # as ranges
+    count: int
+    enqueued: int
+    completed: int
+    last: str  # the op of the last collective they issued
+
+
+@dataclass(frozen=True)
 class GroupAnalysis:
     name: str
     desc: str
@@ -81,6 +92,7 @@ class GroupAnalysis:
     window: tuple[int, int]  # sequence ids every rank holds (first, last); (0, -1) when none
     rolled_over: tuple[tuple[int, int], ...]  # (rank, first seq held) for buffers that wrapped
     last_enqueued: tuple[tuple[int, str], ...]  # (seq, ranks) per distinct value
+    rows: tuple[Row, ...]  # ranks grouped by (last enqueued, last completed), furthest first
     diverges_at: int | None  # the first collective not every rank issued
     diverging_op: str
     culprits: tuple[Culprit, ...]
@@ -124,7 +136,7 @@ def _last(group: GroupTrace) -> str:
 def _describe(signatures: Signatures, sig: int | None, seq: int) -> str:
     if sig is None:
         return f"#{seq}"
-    op, in_sizes, _, in_dtypes, _ = signatures.values[sig]
+    op, in_sizes, _, in_dtypes, _ = signatures.value(sig)
     return f"#{seq} {op} sizes {in_sizes} dtypes {in_dtypes}"
 
 
@@ -156,7 +168,7 @@ def _mismatch(
         for other, _ in common[1:]:
             if other < 0:
                 continue
-            a, b = signatures.values[main_sig], signatures.values[other]
+            a, b = signatures.value(main_sig), signatures.value(other)
             what = next((name for name, x, y in zip(_FIELDS, a, b, strict=False) if x != y), "op")
             break
     shown = tuple(
@@ -225,6 +237,16 @@ def analyse_group(
     for rank, seq in enqueued.items():
         values.setdefault(seq, []).append(rank)
     last_enqueued = tuple((seq, ranges(rs)) for seq, rs in sorted(values.items(), reverse=True))
+    places: dict[tuple[int, int, str], list[int]] = {}
+    for rank, group in members:
+        op = group.tail[-1].profiling_name if group.tail else "-"
+        places.setdefault((group.last_enqueued, group.last_completed, op), []).append(rank)
+    rows = tuple(
+        Row(ranges(rs), len(rs), enq, done, op)
+        for (enq, done, op), rs in sorted(
+            places.items(), key=lambda kv: (-kv[0][0], -kv[0][1], min(kv[1]))
+        )
+    )
     culprits: list[Culprit] = []
     culprit_count = 0
     diverges_at: int | None = None
@@ -279,6 +301,7 @@ def analyse_group(
         window=window,
         rolled_over=rolled,
         last_enqueued=last_enqueued,
+        rows=rows,
         diverges_at=diverges_at,
         diverging_op=diverging_op,
         culprits=tuple(culprits),

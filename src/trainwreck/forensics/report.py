@@ -3,6 +3,8 @@ them, and conclude in one finding (diagnose) or one alignment table (explain).""
 
 from __future__ import annotations
 
+import gc
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -53,6 +55,18 @@ class Forensics:
 def analyse(files: list[tuple[str, str]], rank_pattern: re.Pattern[str] | None = None) -> Forensics:
     """Read the dump and stack files (display, path) and analyse them; a file that cannot be
     used is skipped with its reason, never raised."""
+    # Unpickling builds millions of dicts that all stay alive until traced: the cyclic
+    # collector would rescan them again and again for nothing.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyse(files, rank_pattern)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _analyse(files: list[tuple[str, str]], rank_pattern: re.Pattern[str] | None) -> Forensics:
     result = Forensics()
     signatures = Signatures()
     traces: dict[int, RankTrace] = {}
@@ -288,3 +302,38 @@ def finding(conclusion: Conclusion, summary: dict[str, Any], others: list[Findin
         notes=(conclusion.look_at, *[n for f in merged for n in f.notes]),
         detectors={k: v for f in merged for k, v in f.detectors.items()},
     )
+
+
+def split_inputs(
+    inputs: list[tuple[str, Any]],
+) -> tuple[list[tuple[str, str]], list[tuple[str, Any]]]:
+    """(dumps and stacks, ordinary logs) among diagnose's inputs. Only regular files are
+    sniffed: stdin, a FIFO or a device is a log stream, and reading its head would consume it."""
+    forensic: list[tuple[str, str]] = []
+    logs: list[tuple[str, Any]] = []
+    for display, source in inputs:
+        if isinstance(source, str) and source != "-" and os.path.isfile(source) and kind_of(source):
+            forensic.append((display, source))
+        else:
+            logs.append((display, source))
+    return forensic, logs
+
+
+def merge(
+    findings: list[Finding],
+    files: list[tuple[str, str]],
+    entries: dict[str, dict[str, Any]],
+    rank_pattern: re.Pattern[str] | None,
+    skipped: list[Skipped],
+    warnings: list[str],
+) -> list[Finding]:
+    """The log findings with the dumps' conclusion folded in: the hang entries' findings become
+    one, whose initiating rank and first evidence come from the dumps."""
+    found = analyse(files, rank_pattern)
+    skipped.extend(found.skipped)
+    warnings.extend(found.notes)
+    conclusion = conclude(found)
+    if conclusion is None:
+        return findings
+    merged = finding(conclusion, entries.get(conclusion.entry, {}), findings)
+    return [merged, *(f for f in findings if f.entry not in HANG_ENTRIES)]
