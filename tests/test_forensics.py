@@ -173,3 +173,37 @@ def test_rank_from_a_regex_when_names_have_no_trailing_number(tmp_path):
     assert all("no rank" in s.reason for s in report.analyse(paths).skipped)
     found = report.analyse(paths, re.compile(r"host(\d+)-"))
     assert report.conclude(found).ranks == (2,)
+
+
+def test_an_extra_collective_on_one_rank_is_the_cause_not_the_ranks_left_behind(tmp_path):
+    """Rank 0 issues an extra scalar all_reduce at #3 (`if rank == 0: all_reduce(loss)`): its
+    later collectives pair with the others' earlier ones, so it ends one ahead. The cause is
+    rank 0's mismatch at #3, not ranks 1 and 2 being behind at the end."""
+    for rank in range(3):
+        raw = json.loads((HANG / "json" / f"fr_rank_{rank}.json").read_bytes())
+        entries = [e for e in raw["entries"] if e["collective_seq_id"] <= 6]
+        if rank == 0:
+            extra = dict(entries[2], input_sizes=[[]], output_sizes=[[]])
+            entries = (
+                entries[:2]
+                + [extra]
+                + [
+                    dict(
+                        e,
+                        collective_seq_id=e["collective_seq_id"] + 1,
+                        record_id=e["record_id"] + 1,
+                    )
+                    for e in entries[2:]
+                ]
+            )
+        raw["entries"] = entries
+        raw["pg_status"]["0"]["last_enqueued_collective"] = str(entries[-1]["collective_seq_id"])
+        (tmp_path / f"r{rank}.json").write_text(json.dumps(raw))
+    found = report.analyse([(str(p), str(p)) for p in sorted(tmp_path.iterdir())])
+    group = found.groups[0]
+    assert group.mismatch.seq == 3 and group.mismatch.minority == (0,)
+    assert [c.rank for c in group.culprits] == [1, 2]  # behind at the end: the effect
+    conclusion = report.conclude(found)
+    assert conclusion.entry == report.DESYNC and conclusion.ranks == (0,)
+    assert conclusion.evidence[0].rank == 0 and conclusion.evidence[0].line == 2
+    assert any(w.startswith("then ranks 1-2 never issued #7") for w in conclusion.why)

@@ -100,11 +100,22 @@ class GroupAnalysis:
     stuck_started: bool  # culprits sit in `started` while others completed
     mismatch: Mismatch | None
     mismatches: int  # collectives that mismatch in the window
+    mismatch_records: tuple[tuple[int, str, int], ...]  # (rank, file, record id) of the minority
     unmatched_p2p: tuple[str, ...]
     late: Late | None
 
     @property
+    def desync_first(self) -> bool:
+        """A mismatch before the ranks drift apart: the desync is the cause, the ranks left
+        behind are its effect (a collective issued on one rank only pairs with the others' next)."""
+        return self.mismatch is not None and (
+            self.diverges_at is None or self.mismatch.seq < self.diverges_at
+        )
+
+    @property
     def blamed(self) -> tuple[int, ...]:
+        if self.desync_first:
+            return self.mismatch.minority  # type: ignore[union-attr]
         if self.culprits:
             return tuple(c.rank for c in self.culprits)
         if self.mismatch is not None:
@@ -293,6 +304,11 @@ def analyse_group(
                         )
                     )
     mismatch, mismatches = _mismatch(members, window, signatures)
+    traces_of = dict(members)
+    mismatch_records = tuple(
+        (rank, by_rank[rank].file, traces_of[rank].record_at(mismatch.seq) or -1)
+        for rank in (mismatch.minority[:4] if mismatch else ())
+    )
     return GroupAnalysis(
         name=name,
         desc=desc,
@@ -309,6 +325,7 @@ def analyse_group(
         stuck_started=stuck,
         mismatch=mismatch,
         mismatches=mismatches,
+        mismatch_records=mismatch_records,
         unmatched_p2p=_unmatched_p2p(traces, name),
         late=None if culprits else _late(members, window),
     )

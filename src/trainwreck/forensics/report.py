@@ -173,7 +173,7 @@ def conclude(found: Forensics) -> Conclusion | None:
     rank, missing dumps; None when the dumps show nothing wrong."""
     stacks_of = {dump.rank: dump for dump in found.stack_dumps}
     for group in found.groups:
-        if group.culprits:
+        if group.culprits and not group.desync_first:
             first = group.culprits[0]
             entry = DESYNC if group.mismatch is not None else TIMEOUT
             why = [
@@ -200,18 +200,25 @@ def conclude(found: Forensics) -> Conclusion | None:
         if group.mismatch is not None:
             m = group.mismatch
             values = "; ".join(f"{v} on ranks {r}" for v, r in m.values)
-            why = (
+            why = [
                 f"group {group.name}: collective #{m.seq} differs in {m.what}: {values}",
                 f"{group.mismatches} collectives mismatch",
-            )
+            ]
+            if group.culprits:
+                why.append(
+                    f"then ranks {ranges([c.rank for c in group.culprits])} {group.culprits[0].why}"
+                )
+            evidence = [
+                _record_evidence(file, record, rank, f"collective #{m.seq} differs in {m.what}")
+                for rank, file, record in group.mismatch_records
+            ]
             look = f"look at rank {m.minority[0]}: its collective #{m.seq} differs in {m.what} from the other ranks'"
-            evidence: list[Evidence] = []
             return Conclusion(
                 DESYNC,
                 m.minority,
                 f"#{m.seq}",
                 _with_stack(look, m.minority[0], found, stacks_of, evidence),
-                why,
+                tuple(why),
                 tuple(evidence),
             )
     for group in found.groups:
