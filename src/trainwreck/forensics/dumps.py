@@ -12,6 +12,7 @@ no pickle handed in can name a callable, and REDUCE / BUILD have nothing to call
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import pickle
@@ -294,8 +295,15 @@ def _rank_list(value: Any) -> tuple[int, ...]:
     if isinstance(value, (list, tuple)):
         return tuple(_int(v) for v in value)
     if isinstance(value, str):
-        return tuple(int(n) for n in re.findall(r"-?\d+", value))
+        return _parse_ranks(value)
     return ()
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_ranks(text: str) -> tuple[int, ...]:
+    """Parsed once per distinct text: 4096 dumps all list the default group's 4096 ranks, and
+    one shared tuple instead of 4096 copies saves 600 MB."""
+    return tuple(int(n) for n in re.findall(r"-?\d+", text))
 
 
 def _rank_field(raw: dict[str, Any]) -> int | None:
