@@ -207,3 +207,17 @@ def test_an_extra_collective_on_one_rank_is_the_cause_not_the_ranks_left_behind(
     assert conclusion.entry == report.DESYNC and conclusion.ranks == (0,)
     assert conclusion.evidence[0].rank == 0 and conclusion.evidence[0].line == 2
     assert any(w.startswith("then ranks 1-2 never issued #7") for w in conclusion.why)
+
+
+def test_pickle_and_json_dumps_mixed_are_said_and_still_aligned():
+    mixed = [*files("dumps")[:2], (str(HANG / "json" / "fr_rank_2.json"),) * 2]
+    found = report.analyse(mixed)
+    assert any(n.startswith("dumps mix json (1) and pickle (2)") for n in found.notes)
+    assert report.conclude(found).ranks == (2,)
+
+
+def test_stacks_alone_point_at_the_rank_that_is_elsewhere():
+    found = report.analyse(files("pyspy"))
+    assert found.traces == 0 and found.stacks.minority == (2,)
+    conclusion = report.conclude(found)
+    assert conclusion.ranks == (2,) and "load_batch" in conclusion.look_at
