@@ -7,7 +7,9 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 1. rules: the rule language (rules/: its model and validation, conditions, the detector
    registry, units, the pattern dialect);
 2. engine: the runtime that reads logs through compiled rules and judges them (engine/);
-3. knowledge: the knowledge base over entries, rules and notebooks (knowledge/);
+3. knowledge: the knowledge base over entries, rules and notebooks (knowledge/); hang forensics
+   (forensics/: Flight Recorder and stack dumps, read as data), which diagnose and explain use
+   and which imports only the base;
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
    diagnose (with its output formats, formats.py), explain, new (scaffold), probe, export
    (alert rule files for Loki and Prometheus), memory (the allocator replay: imports the base
@@ -78,7 +80,7 @@ def layer(name: str) -> int:
         return 5
     if top in STAGES:
         return 4
-    if top == "knowledge":
+    if top in ("knowledge", "forensics"):
         return 3
     if top == "engine":
         return 2
@@ -179,6 +181,15 @@ def test_modules_stay_small(path: Path):
 def test_oversized_lists_only_existing_modules():
     missing = [name for name in OVERSIZED if not (PACKAGE / name).is_file()]
     assert not missing, f"remove from OVERSIZED (no such module any more): {missing}"
+
+
+def test_forensics_imports_only_the_base():
+    """diagnose -> forensics, never back: the dump reader stands on the shared types alone."""
+    known = set(modules())
+    for name, path in modules().items():
+        if name.split(".")[0] == "forensics":
+            above = {t for t in imported(path, known) if t.split(".")[0] != "forensics"}
+            assert all(layer(t) == 0 for t in above), f"trainwreck.{name} imports {above}"
 
 
 def test_every_package_is_a_regular_package():

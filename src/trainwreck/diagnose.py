@@ -15,7 +15,7 @@ import argparse
 import glob
 import math
 import os
-import stat
+import re
 import sys
 import time
 from dataclasses import replace
@@ -28,8 +28,10 @@ from trainwreck.compile.bundle import BundleError
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine.detectors import rank_sort_key
 from trainwreck.engine.parallel import usable_cpus
+from trainwreck.engine.sources import special_kind
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
+from trainwreck.forensics import report as hang
 from trainwreck.knowledge import KnowledgeBase, relations
 from trainwreck.rules.rule import Rule, read_rules
 from trainwreck.sanitize import report_text
@@ -47,28 +49,6 @@ EXIT_CODES_HELP = (
 
 
 # --- inputs -------------------------------------------------------------------------------------
-
-
-_SPECIAL_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _special_kind(path: str) -> str | None:
-    """What a path found inside a folder is when it is not a regular file (opening a FIFO with no
-    writer would wait forever); None for regular files and for paths stat cannot read (the
-    engine reports those as unreadable)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    for test, kind in _SPECIAL_KINDS:
-        if test(mode):
-            return kind
-    return None
 
 
 def expand_inputs(
@@ -92,7 +72,7 @@ def expand_inputs(
         inputs.append((display, source))
 
     def add_found(full: str) -> None:
-        kind = _special_kind(full)
+        kind = special_kind(full)
         if kind is None:
             add(full, full)
         else:
@@ -222,15 +202,6 @@ def _evidence(group: list[eng.RuleOutcome]) -> tuple[Evidence, ...]:
     return tuple(evidence)
 
 
-def _causes(entries: dict[str, dict[str, Any]], a: str, b: str) -> bool:
-    """Entry a causes entry b, by either side's `related`."""
-    return relations.causes(entries, a, b)
-
-
-def _relation(entries: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
-    return relations.declared(entries, a, b)
-
-
 def rank_findings(findings: list[Finding], entries: dict[str, dict[str, Any]]) -> list[Finding]:
     """Order findings: confidence, then earliest evidence; an entry that causes another found
     entry moves before it (the initiating failure first). Adds competing hypotheses."""
@@ -240,7 +211,7 @@ def rank_findings(findings: list[Finding], entries: dict[str, dict[str, Any]]) -
         moved = False
         for i, effect in enumerate(ordered):
             for j in range(i + 1, len(ordered)):
-                if _causes(entries, ordered[j].entry, effect.entry):
+                if relations.causes(entries, ordered[j].entry, effect.entry):
                     ordered.insert(i, ordered.pop(j))
                     moved = True
                     break
@@ -264,10 +235,10 @@ def _competing(
     for other_position, other in enumerate(ordered):
         if other is finding:
             continue
-        relation = _relation(entries, finding.entry, other.entry)
-        if _causes(entries, finding.entry, other.entry):
+        relation = relations.declared(entries, finding.entry, other.entry)
+        if relations.causes(entries, finding.entry, other.entry):
             why = f"{finding.entry} causes {other.entry}: the initiating failure is named first"
-        elif _causes(entries, other.entry, finding.entry):
+        elif relations.causes(entries, other.entry, finding.entry):
             why = f"{other.entry} causes {finding.entry}: it ranks first as the initiating failure"
         elif other_position > position:
             if other.confidence < finding.confidence:
@@ -298,6 +269,7 @@ def diagnose(
     jobs: int | None = None,
     kb: KnowledgeBase | None = None,
     streams: list[tuple[str, Any]] | None = None,  # (name, binary stream): logs held in memory
+    rank_from: str | None = None,
 ) -> Report:
     """Diagnose logs. `paths`: files, folders, globs, .gz files or "-" for stdin.
 
@@ -306,6 +278,8 @@ def diagnose(
     `jobs`: processes for several large files (None: automatic, 1: serial), at most the CPUs
     this process may use.
     `kb`: the checkout's knowledge base when the caller has it (read only on a cache miss).
+    Flight Recorder and stack dumps among the inputs go to trainwreck.forensics (`rank_from`: a
+    regex whose first group is the rank in a dump's path).
     Raises UsageError for paths that name nothing, or when there are no rules.
     """
     started = time.perf_counter()
@@ -330,6 +304,11 @@ def diagnose(
         raise UsageError("no such file or folder: " + ", ".join(map(report_text, missing)))
     if not inputs and not any(s.unread for s in skipped_inputs):
         raise UsageError("no log files to read")
+    try:
+        rank_pattern = re.compile(rank_from) if rank_from else None
+    except re.error as exc:
+        raise UsageError(f"--rank-from {rank_from!r}: not a regular expression ({exc})") from None
+    dumps, inputs = hang.split_inputs(inputs)
     warnings = list(rule_set.warnings)
     if jobs is not None and jobs > (cpus := usable_cpus()):
         warnings.append(
@@ -352,12 +331,20 @@ def diagnose(
             )
     fired = [o for o in outcomes if o.fired]
     eng.fill_evidence_text(fired, {i: source for i, (_, source) in enumerate(inputs)})
-    findings = link_local_pages(build_findings(fired, scan, rule_set.entries), root_path)
+    findings = build_findings(fired, scan, rule_set.entries)
+    if dumps:
+        findings = hang.merge(
+            findings, dumps, rule_set.entries, rank_pattern, scan.skipped, warnings
+        )
+        findings = rank_findings(findings, rule_set.entries)
+    findings = link_local_pages(findings, root_path)
     skipped = _dedupe(scan.skipped)
     elapsed = time.perf_counter() - started
     unread = {s.file for s in scan.skipped if s.unread}
+    unread |= {s.file for s in scan.skipped if s.unread and s.file in dict(dumps)}
+    read_files = [*scan.files, *dict(dumps)]
     stats = Stats(
-        files=len(scan.files),
+        files=len(read_files),
         lines=scan.lines,
         bytes=scan.bytes,
         seconds=round(elapsed, 3),
@@ -367,7 +354,7 @@ def diagnose(
     report = Report(
         findings, skipped, warnings, stats, suggestions=_suggestions(findings, inputs, rule_set)
     )
-    report.nothing_read = all(f in unread for f in scan.files)
+    report.nothing_read = all(f in unread for f in read_files)
     return report
 
 
@@ -469,6 +456,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="processes for several large files, at most the CPUs this process may use "
         "(default: automatic; 1: serial)",
     )
+    parser.add_argument(
+        "--rank-from",
+        metavar="REGEX",
+        help="the rank of a Flight Recorder or stack dump: the first group of REGEX in its path "
+        "(default: the dump's own field, else the file name's last number)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -481,6 +474,7 @@ def run(args: argparse.Namespace) -> int:
             only=set(args.rule) if args.rule else None,
             jobs=args.jobs,
             kb=KnowledgeBase.load(args.root),
+            rank_from=args.rank_from,
         )
         for warning in report.warnings:
             print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)

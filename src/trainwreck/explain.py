@@ -1,6 +1,7 @@
 """`trainwreck explain LOG... RULE`: why one rule did or did not fire on a log.
 
     trainwreck explain train.log nccl-error-backend [--format text|json] [--rules PATH]
+    trainwreck explain flight-recorder DUMP... [--rank-from REGEX]   (the alignment table)
 
 The tool a rule author uses to fix a miss: for the given logs and one rule it shows which matcher
 hit which lines (and, for a matcher that hit nothing, the lines that hold its literal text but
@@ -403,9 +404,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--rules", action="append", metavar="PATH", help="a rule bundle or rules folder to use"
     )
     parser.add_argument("--no-installed", action="store_true", help="ignore installed rule packs")
+    parser.add_argument(
+        "--rank-from", metavar="REGEX", help="flight-recorder: the rank is REGEX's first group"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.args and args.args[0] == "flight-recorder":
+        return _flight_recorder(args)
     if len(args.args) < 2:
         raise UsageError("explain needs LOG... RULE (at least one log and a rule id)")
     *paths, rule_id = args.args
@@ -422,3 +428,32 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_text(data))
     return 0 if data.fired else 1
+
+
+def _flight_recorder(args: argparse.Namespace) -> int:
+    """`explain flight-recorder DUMP...`: the dumps' alignment table; exit 0 when they show a
+    hang's culprit or cause, 1 when they show none, 3 when no dump could be read."""
+    import re
+
+    from trainwreck.diagnose import expand_inputs
+    from trainwreck.errors import NothingRead
+    from trainwreck.forensics import report, table
+
+    if len(args.args) < 2:
+        raise UsageError("explain flight-recorder needs DUMP... (dump files or folders)")
+    try:
+        pattern = re.compile(args.rank_from) if args.rank_from else None
+    except re.error as exc:
+        raise UsageError(f"--rank-from: not a regular expression ({exc})") from None
+    inputs, missing = expand_inputs(args.args[1:])
+    if missing:
+        raise UsageError("no such file or folder: " + ", ".join(map(report_text, missing)))
+    found = report.analyse([(d, s) for d, s in inputs if isinstance(s, str)], pattern)
+    if not found.traces and not found.stack_dumps:
+        sys.stdout.write(table.format_text(found))
+        raise NothingRead("no Flight Recorder or stack dump could be read")
+    if args.format == "json":
+        sys.stdout.write(json.dumps(table.to_json(found), indent=2) + "\n")
+    else:
+        sys.stdout.write(table.format_text(found))
+    return 0 if report.conclude(found) else 1

@@ -7,11 +7,33 @@ from __future__ import annotations
 import io
 import os
 import select
+import stat
 import struct
 import zlib
 from typing import Any, BinaryIO
 
 from trainwreck.findings import Skipped
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def special_kind(path: str) -> str | None:
+    """What a path found inside a folder is when it is not a regular file (opening a FIFO with no
+    writer would wait forever); None for regular files and for paths stat cannot read (the
+    engine reports those as unreadable)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return kind
+    return None
 
 
 class GzipDamage(Exception):

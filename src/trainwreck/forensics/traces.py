@@ -1,0 +1,179 @@
+"""A rank's dump as compact arrays, the shape the analysis aligns across thousands of ranks.
+
+A full `Record` per entry would hold 8 million objects for 4096 ranks of 2000 entries; a trace
+keeps, per process group, numpy arrays of the collectives' sequence ids, interned signatures,
+creation times and record ids, plus full `Record`s only for the last few collectives and for
+the p2p ops (which are matched pair by pair).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainwreck.forensics.dumps import Dump, GroupStatus, Record, _int
+
+TAIL = 3  # last collectives kept as full records per group (what a culprit was last doing)
+
+
+class Signatures:
+    """Interns (op, sizes, dtypes) of collectives across every rank: equal ids, equal calls."""
+
+    def __init__(self) -> None:
+        # key -> id, filled with ids.setdefault(key, len(ids)) in traces._columns
+        self.ids: dict[tuple[Any, ...], int] = {}
+        self._values: list[tuple[Any, ...]] = []
+
+    def value(self, sig: int) -> tuple[str, str, str, str, str]:
+        """(op, input sizes, output sizes, input dtypes, output dtypes) of an id."""
+        if len(self._values) != len(self.ids):
+            self._values = sorted(self.ids, key=self.ids.__getitem__)
+        name, *rest = self._values[sig]
+        return (name.partition(":")[2].split(" ")[0] or name, *rest)  # type: ignore[return-value]
+
+    def describe(self, sig: int) -> str:
+        op, in_sizes, out_sizes, in_dtypes, _ = self.value(sig)
+        return f"{op} in {in_sizes} {in_dtypes} out {out_sizes}"
+
+
+@dataclass
+class GroupTrace:
+    """One rank's collectives on one process group, in sequence order."""
+
+    name: str
+    desc: str
+    pg_id: int
+    seqs: np.ndarray  # collective_seq_id, int64, ascending
+    sigs: np.ndarray  # Signatures ids, int32
+    times: np.ndarray  # time_created_ns, int64
+    record_ids: np.ndarray  # int64
+    status: GroupStatus
+    tail: tuple[Record, ...]  # the last TAIL collectives
+    started_not_done: tuple[int, ...] = ()  # seqs in state "started" and not completed
+
+    @property
+    def last_enqueued(self) -> int:
+        held = int(self.seqs[-1]) if len(self.seqs) else -1
+        return max(held, self.status.enqueued)
+
+    @property
+    def last_completed(self) -> int:
+        return self.status.completed
+
+    def record_at(self, seq: int) -> int | None:
+        at = int(np.searchsorted(self.seqs, seq))
+        return int(self.record_ids[at]) if at < len(self.seqs) and self.seqs[at] == seq else None
+
+    def sig_at(self, seq: int) -> int | None:
+        at = int(np.searchsorted(self.seqs, seq))
+        return int(self.sigs[at]) if at < len(self.seqs) and self.seqs[at] == seq else None
+
+
+@dataclass
+class RankTrace:
+    file: str
+    kind: str
+    rank: int
+    version: str
+    group_ranks: dict[str, tuple[int, ...]]
+    groups: dict[str, GroupTrace] = field(default_factory=dict)
+    p2p: tuple[Record, ...] = ()
+    bad_entries: int = 0
+
+
+def _signature(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What ranks must agree on, as a hashable key: the profiling name (backend and op), and the
+    reprs of the sizes and dtypes (exact, and far cheaper than tuples of tuples)."""
+    return (
+        str(entry.get("profiling_name", "")),
+        repr(entry.get("input_sizes")),
+        repr(entry.get("output_sizes")),
+        repr(entry.get("input_dtypes")),
+        repr(entry.get("output_dtypes")),
+    )
+
+
+def _columns(items: list[dict[str, Any]], signatures: Signatures) -> tuple[np.ndarray, ...]:
+    """(seqs, sigs, times, record ids) of a group's entries. The fast path reads the fields of
+    well-formed entries with C-level loops (4096 ranks x 2000 entries); any odd entry sends the
+    whole group through the checked path, field by field."""
+    table = signatures.ids
+    try:
+        seqs = np.array([e["collective_seq_id"] for e in items], np.int64)
+        times = np.array([e["time_created_ns"] or 0 for e in items], np.int64)
+        record_ids = np.array([e["record_id"] for e in items], np.int64)
+        keys = zip(
+            [e["profiling_name"] for e in items],
+            map(repr, [e["input_sizes"] for e in items]),
+            map(repr, [e["output_sizes"] for e in items]),
+            map(repr, [e["input_dtypes"] for e in items]),
+            map(repr, [e["output_dtypes"] for e in items]),
+            strict=True,
+        )
+        sigs = np.array([table.setdefault(k, len(table)) for k in keys], np.int32)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        seqs = np.array([_int(e.get("collective_seq_id")) for e in items], np.int64)
+        times = np.array([_int(e.get("time_created_ns"), 0) for e in items], np.int64)
+        record_ids = np.array([_int(e.get("record_id")) for e in items], np.int64)
+        sigs = np.array([table.setdefault(_signature(e), len(table)) for e in items], np.int32)
+    if len(seqs) > 1 and (np.diff(seqs) < 0).any():  # dumps list entries oldest first; just in case
+        order = np.argsort(seqs, kind="stable")
+        seqs, sigs, times, record_ids = seqs[order], sigs[order], times[order], record_ids[order]
+        items[:] = [items[i] for i in order]
+    return seqs, sigs, times, record_ids
+
+
+def trace(raw: dict[str, Any], dump: Dump, signatures: Signatures) -> RankTrace:
+    """The compact trace of a dump's raw mapping (`dump` carries its header, already typed)."""
+    assert dump.rank is not None
+    entries = raw.get("entries")
+    entries = entries if isinstance(entries, list) else []
+    per_group: dict[str, list[dict[str, Any]]] = {}
+    p2p: list[Record] = []
+    good = [e for e in entries if isinstance(e, dict)]
+    for entry in good:
+        if entry.get("is_p2p"):
+            p2p.append(Record.from_dict(entry))
+            continue
+        group = entry.get("process_group")
+        key = (
+            str(group[0])
+            if isinstance(group, (list, tuple)) and group
+            else str(entry.get("pg_id", ""))
+        )
+        items = per_group.get(key)
+        if items is None:
+            items = per_group[key] = []
+        items.append(entry)
+    result = RankTrace(
+        dump.file,
+        dump.kind,
+        dump.rank,
+        dump.version,
+        dump.group_ranks,
+        p2p=tuple(p2p),
+        bad_entries=len(entries) - len(good),
+    )
+    for key, items in per_group.items():
+        seqs, sigs, times, record_ids = _columns(items, signatures)
+        tail = tuple(Record.from_dict(e) for e in items[-TAIL:])
+        status = dump.status.get(tail[-1].pg_id, GroupStatus(-1, -1, -1))
+        result.groups[key] = GroupTrace(
+            name=key,
+            desc=tail[-1].pg_desc,
+            pg_id=tail[-1].pg_id,
+            seqs=seqs,
+            sigs=sigs,
+            times=times,
+            record_ids=record_ids,
+            status=status,
+            tail=tail,
+            started_not_done=tuple(
+                r.collective_seq_id
+                for r in tail
+                if r.state == "started" and r.collective_seq_id > status.completed
+            ),
+        )
+    return result
