@@ -9,7 +9,7 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
 2. engine: the runtime that reads logs through compiled rules and judges them (engine/);
 3. knowledge: the knowledge base over entries, rules and notebooks (knowledge/);
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
-   diagnose (with its output formats, formats.py), explain, new (scaffold), probe;
+   diagnose (with its output formats, formats.py), explain, rules (rule_list), new (scaffold), probe;
 5. pipelines: build (site) and review, which drive several stages;
 6. the command line (cli, __main__).
 
@@ -26,7 +26,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainwreck"
 
 BASE = {"trainwreck", "model", "errors", "findings", "markup", "sanitize", "vocabulary", "stamps"}
-STAGES = {"check", "reproduce", "compile", "diagnose", "formats", "explain", "scaffold", "probe"}
+STAGES = {
+    "check",
+    "reproduce",
+    "compile",
+    "diagnose",
+    "formats",
+    "explain",
+    "rule_list",
+    "scaffold",
+    "probe",
+}
 PIPELINES = {"site", "review"}
 COMMAND_LINE = {"cli", "__main__"}
 LAYER_NAMES = ("base", "rules", "engine", "knowledge", "stages", "pipelines", "command line")
