@@ -25,7 +25,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainwreck"
 
-BASE = {"trainwreck", "model", "errors", "findings", "markup", "sanitize", "vocabulary", "stamps"}
+BASE = {
+    "trainwreck",
+    "model",
+    "errors",
+    "findings",
+    "markup",
+    "sanitize",
+    "vocabulary",
+    "stamps",
+    "placeholders",
+}
 STAGES = {
     "check",
     "reproduce",
