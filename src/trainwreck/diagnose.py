@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from trainwreck import errors, formats
 from trainwreck.compile.bundle import BundleError
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine.detectors import rank_sort_key
+from trainwreck.engine.measured import measured
 from trainwreck.engine.parallel import usable_cpus
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
@@ -151,6 +153,7 @@ def build_findings(
     for outcome in outcomes:
         if outcome.fired:
             by_entry.setdefault(outcome.rule.entry, []).append(outcome)
+    runs = {run.rule.id: run for run in scan.runs}
     findings: list[Finding] = []
     for entry_id, group in by_entry.items():
         group.sort(key=lambda o: -o.confidence)
@@ -194,6 +197,9 @@ def build_findings(
                     for name, result in o.detectors.items()
                     if result.fired
                 },
+                quick_answer=summary.get("quick_answer", ""),
+                numbers={k: v for o in group[::-1] for k, v in measured(runs[o.rule.id]).items()},
+                confirm=summary.get("confirm", {}),
                 first=min(o.first_key for o in group),
             )
         )
@@ -222,15 +228,6 @@ def _evidence(group: list[eng.RuleOutcome]) -> tuple[Evidence, ...]:
     return tuple(evidence)
 
 
-def _causes(entries: dict[str, dict[str, Any]], a: str, b: str) -> bool:
-    """Entry a causes entry b, by either side's `related`."""
-    return relations.causes(entries, a, b)
-
-
-def _relation(entries: dict[str, dict[str, Any]], a: str, b: str) -> str | None:
-    return relations.declared(entries, a, b)
-
-
 def rank_findings(findings: list[Finding], entries: dict[str, dict[str, Any]]) -> list[Finding]:
     """Order findings: confidence, then earliest evidence; an entry that causes another found
     entry moves before it (the initiating failure first). Adds competing hypotheses."""
@@ -240,7 +237,7 @@ def rank_findings(findings: list[Finding], entries: dict[str, dict[str, Any]]) -
         moved = False
         for i, effect in enumerate(ordered):
             for j in range(i + 1, len(ordered)):
-                if _causes(entries, ordered[j].entry, effect.entry):
+                if relations.causes(entries, ordered[j].entry, effect.entry):
                     ordered.insert(i, ordered.pop(j))
                     moved = True
                     break
@@ -264,10 +261,10 @@ def _competing(
     for other_position, other in enumerate(ordered):
         if other is finding:
             continue
-        relation = _relation(entries, finding.entry, other.entry)
-        if _causes(entries, finding.entry, other.entry):
+        relation = relations.declared(entries, finding.entry, other.entry)
+        if relations.causes(entries, finding.entry, other.entry):
             why = f"{finding.entry} causes {other.entry}: the initiating failure is named first"
-        elif _causes(entries, other.entry, finding.entry):
+        elif relations.causes(entries, other.entry, finding.entry):
             why = f"{other.entry} causes {finding.entry}: it ranks first as the initiating failure"
         elif other_position > position:
             if other.confidence < finding.confidence:
@@ -421,13 +418,8 @@ def _engine(
 
 
 def _dedupe(skipped: list[Skipped]) -> list[Skipped]:
-    counts: dict[tuple[str, str], int] = {}
-    for item in skipped:
-        counts[(item.file, item.reason)] = counts.get((item.file, item.reason), 0) + 1
-    out = []
-    for (file, reason), n in counts.items():
-        out.append(Skipped(file, reason if n == 1 else f"{reason} ({n} times)"))
-    return out
+    counts = Counter((item.file, item.reason) for item in skipped)
+    return [Skipped(f, r if n == 1 else f"{r} ({n} times)") for (f, r), n in counts.items()]
 
 
 # --- CLI ---------------------------------------------------------------------------------------
@@ -461,6 +453,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--min-confidence", type=float, default=0.0, help="hide findings below this confidence"
     )
     parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also each finding's rules, reasons, notes"
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=None,
@@ -484,7 +479,7 @@ def run(args: argparse.Namespace) -> int:
         for warning in report.warnings:
             print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]
-        text = formats.render(report, args.format)
+        text = formats.render(report, args.format, verbose=args.verbose)
     except (errors.TrainwreckError, KeyboardInterrupt, BrokenPipeError, MemoryError):
         raise
     except Exception as exc:  # a bug: one line, and never the findings code
