@@ -111,3 +111,18 @@ def test_build_shows_the_line_and_logs_the_cells(tmp_path: Path) -> None:
     assert said[2].startswith("  2/2 notebooks, ")
     log = (tmp_path / "build" / "logs" / "reproduce.log").read_text()
     assert "n2: cell 1 (1/1 code cells, 0.1 s)" in log
+
+
+def test_the_readme_and_the_repro_extra_cover_the_first_hour() -> None:
+    """Every entry page says `jupyter lab notebooks/<id>.ipynb`: the repro extra installs it;
+    the README says what the first build costs and the quick way to a browsable site."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(dep.startswith("jupyterlab") for dep in extras["repro"])
+    readme = (root / "README.md").read_text()
+    assert "trainwreck build -j auto" in readme and "23 min 35 s" in readme
+    assert "trainwreck build --no-reproduce" in readme and "build/logs/reproduce.log" in readme
