@@ -11,9 +11,9 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
    (forensics/: Flight Recorder and stack dumps, read as data), which diagnose and explain use
    and which imports only the base;
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
-   diagnose (with its output formats, formats.py), explain, new (scaffold), probe, export
-   (alert rule files for Loki and Prometheus), memory (the allocator replay: imports the base
-   layer only, never torch);
+   diagnose (with its output formats, formats.py), explain, rules (rule_list), new (scaffold),
+   probe, export (alert rule files for Loki and Prometheus), memory (the allocator replay:
+   imports the base layer only, never torch);
 5. pipelines: build (site), review and the MCP server (mcp), which drive several stages;
 6. the command line (cli, __main__).
 
@@ -29,7 +29,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainwreck"
 
-BASE = {"trainwreck", "model", "errors", "findings", "markup", "sanitize", "vocabulary", "stamps"}
+BASE = {
+    "trainwreck",
+    "model",
+    "errors",
+    "findings",
+    "markup",
+    "sanitize",
+    "vocabulary",
+    "stamps",
+    "placeholders",
+}
 STAGES = {
     "check",
     "reproduce",
@@ -37,6 +47,7 @@ STAGES = {
     "diagnose",
     "formats",
     "explain",
+    "rule_list",
     "scaffold",
     "probe",
     "export",

@@ -157,7 +157,8 @@ def test_text_and_markdown_formats():
     ).stdout.decode()
     assert "1. " in text and "[cuda-allocator-fragmentation]" in text and "confidence" in text
     assert "evidence:" in text and "oom-current-hf-trainer.log:" in text
-    assert "root cause:" in text and "fix:" in text and "verify:" in text
+    assert "confirm:" in text and "fix:" in text and "verify:" in text
+    assert "root cause:" not in text  # (the quick answer says it; --verbose adds it)
     assert "example.org" not in text  # `more:` links: tests/test_links.py
     markdown = cli(
         "diagnose",
@@ -167,7 +168,7 @@ def test_text_and_markdown_formats():
         "markdown",
     ).stdout.decode()
     assert markdown.startswith("# Trainwreck diagnosis")
-    assert "## 1. " in markdown and "| file:line | text |" in markdown
+    assert "## 1. " in markdown and "**Evidence:**" in markdown and "**Confirm:**" in markdown
 
 
 def test_folders_globs_gz_and_stdin(tmp_path):

@@ -219,9 +219,19 @@ def test_parallel_jobs(tmp_path: Path) -> None:
     for name in ("p1", "p2", "p3"):
         make_notebook(tmp_path, name, [EVIDENCE_CELL])
     lines: list[str] = []
-    manifest = rp.reproduce(tmp_path, jobs=2, progress=lines.append)
+    events: list = []
+    manifest = rp.reproduce(tmp_path, jobs=2, progress=lines.append, events=events.append)
     assert [r["status"] for r in manifest["notebooks"]] == ["passed"] * 3
     assert any("p1: cell" in line for line in lines)  # progress names notebook and cell
+    # each notebook's start and end, for the build's one progress line
+    assert sorted((e.id, e.status) for e in events) == sorted(
+        [(name, status) for name in ("p1", "p2", "p3") for status in ("running", "passed")]
+    )
+    ended = [e for e in events if e.status == "passed"]
+    assert all(e.seconds is not None and e.seconds > 0 for e in ended)
+    again: list = []
+    rp.reproduce(tmp_path, jobs=2, events=again.append)
+    assert sorted((e.id, e.status) for e in again) == [(n, "cached") for n in ("p1", "p2", "p3")]
 
 
 def _gpu_repo(tmp_path: Path) -> Path:

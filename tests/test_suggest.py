@@ -82,3 +82,54 @@ def test_similarity_prefers_the_entry_that_shares_rare_words():
     scores = index.scores("Watchdog caught collective operation timeout")
     assert scores[index.entries.index("a")] > scores[index.entries.index("b")] > 0
     assert not index.scores("12345 0x7f 3.5").any()
+
+
+def _suggested(tmp_path: Path, text: str) -> list[dict]:
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    report = diagnose([str(log)], ROOT, rule_set=resolve(ROOT, use_installed=False))
+    assert report.findings == []
+    return [s.to_json() for s in report.suggestions]
+
+
+def test_a_loss_scale_error_no_rule_names_gets_the_numerics_entries(tmp_path):
+    """Issue 33: "Unexpected loss scale nan ... grad norm inf" gave nothing at all."""
+    found = _suggested(
+        tmp_path,
+        "step 100 loss 2.31\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 80, in <module>\n'
+        "    scaler.step(optimizer)\n"
+        "ValueError: Unexpected loss scale nan, grad norm inf\n",
+    )
+    entries = [s["entry"] for s in found]
+    assert {"nan-loss", "fp16-loss-scale-collapse"} <= set(entries), found
+    assert all(
+        s["line"].endswith("train.log:5: ValueError: Unexpected loss scale nan, grad norm inf")
+        for s in found
+    )
+    # why: the words the line shares with each entry
+    assert {"nan", "inf"} & set(found[0]["shared"])
+
+
+def test_a_state_dict_key_error_is_read_with_its_traceback(tmp_path):
+    """A bare KeyError names a parameter; the frame above it says load_state_dict."""
+    found = _suggested(
+        tmp_path,
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 40, in <module>\n'
+        '    model.load_state_dict(state["model"])\n'
+        '  File "train.py", line 22, in load\n'
+        "    param = state_dict[name]\n"
+        "KeyError: 'model.layers.0.self_attn.q_proj.weight'\n",
+    )
+    entries = [s["entry"] for s in found]
+    assert "state-dict-key-mismatch" in entries[:2], found
+    mismatch = next(s for s in found if s["entry"] == "state-dict-key-mismatch")
+    assert "load_state_dict" in mismatch["shared"] or "state_dict" in mismatch["shared"]
+    # the line is read with the code lines of its traceback (the frame headers left out)
+    lines = suggest.error_lines([("x.log", str(tmp_path / "train.log"))])
+    assert lines[-1].context.splitlines() == [
+        'model.load_state_dict(state["model"])',
+        "param = state_dict[name]",
+    ]

@@ -60,6 +60,26 @@
     bar.hidden = false;
 
     function value(key) { return filters[key].querySelector("select").value; }
+
+    // The filters live in the address (?symptom=hang&framework=fsdp), so a view can be shared:
+    // a value from the address is taken only when the page offers it.
+    var params = new URLSearchParams(window.location.search);
+    Object.keys(filters).forEach(function (key) {
+      var box = filters[key].querySelector("select");
+      var wanted = params.get(key);
+      for (var i = 0; i < box.options.length; i++) {
+        if (wanted && box.options[i].value === wanted) box.value = wanted;
+      }
+    });
+    function remember() {
+      var query = new URLSearchParams(window.location.search);
+      Object.keys(filters).forEach(function (key) {
+        if (value(key)) query.set(key, value(key)); else query.delete(key);
+      });
+      var search = query.toString();
+      history.replaceState(history.state, "",
+        window.location.pathname + (search ? "?" + search : "") + window.location.hash);
+    }
     function has(node, attribute, wanted, anyValue) {
       var values = (node.getAttribute(attribute) || "").split(" ");
       return !wanted || values.indexOf(wanted) >= 0 || (anyValue && values.indexOf(anyValue) >= 0);
@@ -96,7 +116,10 @@
     }
 
     Object.keys(filters).forEach(function (key) {
-      filters[key].querySelector("select").addEventListener("change", apply);
+      filters[key].querySelector("select").addEventListener("change", function () {
+        apply();
+        remember();
+      });
     });
     apply();
   }

@@ -30,10 +30,12 @@ from trainwreck.model import (
     DocumentError,
     Entry,
     Problem,
+    Severity,
     display_path,
     entry_files,
     schema_problems,
 )
+from trainwreck.placeholders import placeholder_lines
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema=../schemas/entry.schema.json"
 
@@ -174,7 +176,29 @@ def entry_problems(entry: Entry, root: Path) -> list[Problem]:
     problems.extend(quick_answer_problems(document))
     problems.extend(markup_problems(document))
     problems.extend(checked_problems(entry, root))
+    problems.extend(placeholder_problems(entry))
     return problems
+
+
+def placeholder_problems(entry: Entry) -> list[Problem]:
+    """Each line `trainwreck new` left saying TODO, as a warning: the skeleton checks as
+    written, and this is the list of what is still to fill."""
+    try:
+        text = entry.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    lines = text.splitlines()
+    return [
+        Problem(
+            entry.document.file,
+            number,
+            len(lines[number - 1]) - len(lines[number - 1].lstrip()) + 1,
+            "",
+            "placeholder left by `trainwreck new` (the line says TODO): fill it in",
+            Severity.WARNING,
+        )
+        for number in placeholder_lines(text)
+    ]
 
 
 def _first_line(path: Path) -> str:

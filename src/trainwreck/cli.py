@@ -15,6 +15,7 @@ import argparse
 import importlib
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from trainwreck import __version__
@@ -30,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compile": ("trainwreck.compile.command", "validate rules and build the rule bundle and wheel"),
     "diagnose": ("trainwreck.diagnose", "diagnose training logs offline"),
     "explain": ("trainwreck.explain", "show why one rule did or did not fire on a log"),
+    "rules": (
+        "trainwreck.rule_list",
+        "list the rules diagnose runs, with their entries and titles",
+    ),
     "build": ("trainwreck.site", "check, reproduce, compile and publish the site"),
     "serve": ("trainwreck.site", "preview the built site"),
     "new": ("trainwreck.scaffold", "scaffold a new entry, rule and notebook"),
@@ -49,6 +54,46 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# subcommand -> command lines shown under "examples:" in its --help
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "check": ("trainwreck check", "trainwreck check --format json"),
+    "reproduce": ("trainwreck reproduce host-oom-sigkill", "trainwreck reproduce -j 2 --force"),
+    "compile": ("trainwreck compile", "trainwreck compile --no-tests --no-wheel"),
+    "diagnose": (
+        "trainwreck diagnose logs/",
+        "trainwreck diagnose rank*.log --format markdown",
+        "kubectl logs job/train | trainwreck diagnose -",
+    ),
+    "explain": (
+        "trainwreck explain train.log cuda-oom-capacity-oom",
+        "trainwreck explain logs/ host-oom-sigkill   # an entry id: each of its rules",
+        "trainwreck explain flight-recorder /tmp/nccl_trace_rank_*   # the hang's alignment table",
+    ),
+    "rules": ("trainwreck rules", "trainwreck rules --entry host-oom-sigkill"),
+    "build": ("trainwreck build", "trainwreck build --no-reproduce   # the site without notebooks"),
+    "serve": ("trainwreck serve", "trainwreck serve --port 0"),
+    "new": ("trainwreck new my-failure-id", "trainwreck new --pack acme-rules"),
+    "review": ("trainwreck review", "trainwreck review --base origin/main --out review.md"),
+    "export": (
+        "trainwreck export loki --out alerts/",
+        "trainwreck export prometheus --out alerts/ --loss-metric train_loss",
+    ),
+    "mcp": ("trainwreck mcp --root ~/trainwreck   # registered as a stdio server",),
+    "memory": (
+        "trainwreck memory replay oom_snapshot.pickle",
+        "trainwreck memory replay snap.pickle --try expandable_segments:True --format json",
+    ),
+}
+
+
+def _add_examples(parser: argparse.ArgumentParser, command: str) -> None:
+    """Put the command's examples under its own epilog (set by its module, if any)."""
+    lines = "\n".join(f"  {line}" for line in EXAMPLES.get(command, ()))
+    # (the raw formatter keeps the examples' lines, so the module's own epilog is wrapped here)
+    own = textwrap.fill(parser.epilog, width=78) + "\n\n" if parser.epilog else ""
+    parser.epilog = own + "examples:\n" + lines if lines else parser.epilog
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="trainwreck",
@@ -58,7 +103,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub_parsers: dict[str, argparse.ArgumentParser] = {}
     for name, (module_name, help_text) in COMMANDS.items():
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the examples' lines
+        )
         sub_parser.set_defaults(_module=module_name)
         sub_parser.add_argument(
             "--root", default=".", help="repository root (default: the current directory)"
@@ -84,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         getattr(module, f"configure_{known.command}_parser", None) or module.configure_parser
     )
     configure(sub_parsers[known.command])
+    _add_examples(sub_parsers[known.command], known.command)
     args = parser.parse_args(argv)
     runner = getattr(module, f"run_{known.command}", None) or module.run
     try:

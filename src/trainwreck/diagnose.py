@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from trainwreck import errors, formats
 from trainwreck.compile.bundle import BundleError
 from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine.detectors import rank_sort_key
+from trainwreck.engine.measured import measured
 from trainwreck.engine.parallel import usable_cpus
 from trainwreck.engine.sources import special_kind
 from trainwreck.errors import InternalError, NothingRead, UsageError
@@ -131,6 +133,7 @@ def build_findings(
     for outcome in outcomes:
         if outcome.fired:
             by_entry.setdefault(outcome.rule.entry, []).append(outcome)
+    runs = {run.rule.id: run for run in scan.runs}
     findings: list[Finding] = []
     for entry_id, group in by_entry.items():
         group.sort(key=lambda o: -o.confidence)
@@ -174,6 +177,9 @@ def build_findings(
                     for name, result in o.detectors.items()
                     if result.fired
                 },
+                quick_answer=summary.get("quick_answer", ""),
+                numbers={k: v for o in group[::-1] for k, v in measured(runs[o.rule.id]).items()},
+                confirm=summary.get("confirm", {}),
                 first=min(o.first_key for o in group),
             )
         )
@@ -409,13 +415,8 @@ def _engine(
 
 
 def _dedupe(skipped: list[Skipped]) -> list[Skipped]:
-    counts: dict[tuple[str, str], int] = {}
-    for item in skipped:
-        counts[(item.file, item.reason)] = counts.get((item.file, item.reason), 0) + 1
-    out = []
-    for (file, reason), n in counts.items():
-        out.append(Skipped(file, reason if n == 1 else f"{reason} ({n} times)"))
-    return out
+    counts = Counter((item.file, item.reason) for item in skipped)
+    return [Skipped(f, r if n == 1 else f"{r} ({n} times)") for (f, r), n in counts.items()]
 
 
 # --- CLI ---------------------------------------------------------------------------------------
@@ -449,6 +450,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--min-confidence", type=float, default=0.0, help="hide findings below this confidence"
     )
     parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also each finding's rules, reasons, notes"
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=None,
@@ -479,7 +483,7 @@ def run(args: argparse.Namespace) -> int:
         for warning in report.warnings:
             print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]
-        text = formats.render(report, args.format)
+        text = formats.render(report, args.format, verbose=args.verbose)
     except (errors.TrainwreckError, KeyboardInterrupt, BrokenPipeError, MemoryError):
         raise
     except Exception as exc:  # a bug: one line, and never the findings code

@@ -2,13 +2,14 @@
 
     trainwreck explain train.log nccl-error-backend [--format text|json] [--rules PATH]
     trainwreck explain flight-recorder DUMP... [--rank-from REGEX]   (the alignment table)
+    trainwreck explain train.log nccl-error        (an entry id: each of its rules)
 
 The tool a rule author uses to fix a miss: for the given logs and one rule it shows which matcher
 hit which lines (and, for a matcher that hit nothing, the lines that hold its literal text but
 not the whole pattern: the near misses), the series extracted per rank, each detector's outputs,
 the value of every name and field the condition uses, and the condition's verdict. Lines are
-read through the same paste-shape layer as `diagnose`. Exit 0 when the rule fired, 1 when it did
-not, 2 on usage errors (unknown rule, no such file).
+read through the same paste-shape layer as `diagnose`. Exit 0 when the rule (for an entry id:
+any of its rules) fired, 1 when it did not, 2 on usage errors (unknown rule, no such file).
 """
 
 from __future__ import annotations
@@ -162,32 +163,56 @@ def explain(
     rule_set: RuleSet | None = None,
     streams: list[tuple[str, Any]] | None = None,
 ) -> Explanation:
-    """Why the rule did or did not fire. Raises UsageError on bad input. `kb`: the
-    checkout's knowledge base when the caller has it; `rule_set`: the rules, when the caller
-    has them resolved; `streams`: (display name, binary stream) of logs held in memory."""
-    import numpy as np
+    """Why the rule did or did not fire (for an entry id: its first rule; `explain_all` gives
+    each). Raises UsageError on bad input. `kb`: the checkout's knowledge base when the caller
+    has it; `rule_set`: the rules, when the caller has them resolved; `streams`: (display name,
+    binary stream) of logs held in memory."""
+    return explain_all(
+        paths,
+        rule_id,
+        root,
+        rules=rules,
+        use_installed=use_installed,
+        kb=kb,
+        rule_set=rule_set,
+        streams=streams,
+    )[0]
 
-    from trainwreck import engine as eng
-    from trainwreck.compile.packs import resolve
+
+def explain_all(
+    paths: list[str],
+    wanted: str,
+    root: str | Path = ".",
+    *,
+    rules: list[str] | None = None,
+    use_installed: bool = True,
+    kb: KnowledgeBase | None = None,
+    rule_set: RuleSet | None = None,
+    streams: list[tuple[str, Any]] | None = None,
+) -> list[Explanation]:
+    """Why each rule `wanted` names (a rule id, or an entry id: all its rules) did or did not
+    fire on the logs. Raises UsageError on bad input, with the close ids for an unknown one."""
     from trainwreck.diagnose import expand_inputs
-    from trainwreck.rules import condition as cond
-    from trainwreck.rules.matchers import RegexMatcher
-    from trainwreck.rules.rule import read_rules
+    from trainwreck.rule_list import load_rules, pick_rules
 
-    # A BundleError is a UsageError: an unreadable --rules bundle is reported as such.
-    if rule_set is None:
-        rule_set = resolve(Path(root), rules, use_installed=use_installed, source=kb)
-    rules, _ = read_rules(rule_set.rules)  # (an unreadable rule is named by diagnose)
-    matching = [r for r in rules if r.id == rule_id]
-    if not matching:
-        known = ", ".join(sorted(r.id for r in rules)[:8])
-        raise UsageError(f"no rule '{rule_id}' (known rules include: {known}, ...)")
-    rule = matching[0]
+    chosen = pick_rules(
+        load_rules(root, rules, use_installed=use_installed, kb=kb, rule_set=rule_set), wanted
+    )
     inputs, missing = expand_inputs(paths, streams=streams)
     if missing:
         raise UsageError("no such file or folder: " + ", ".join(missing))
     if not inputs:
         raise UsageError("no log files to read")
+    return [_explain_rule(rule, inputs) for rule in chosen]
+
+
+def _explain_rule(rule: Rule, inputs: list[tuple[str, Any]]) -> Explanation:
+    import numpy as np
+
+    from trainwreck import engine as eng
+    from trainwreck.rules import condition as cond
+    from trainwreck.rules.matchers import RegexMatcher
+
     scan = eng.Engine([rule]).scan(inputs, jobs=1)
     run = scan.runs[0]
     outcome = eng.evaluate(run, scan)
@@ -397,7 +422,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "args",
         nargs="+",
         metavar="LOG... RULE",
-        help="log files (or folders, globs) then the rule id",
+        help="log files (or folders, globs) then a rule id, or an entry id for all its rules "
+        "(`trainwreck rules` lists them)",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument(
@@ -414,20 +440,22 @@ def run(args: argparse.Namespace) -> int:
         return _flight_recorder(args)
     if len(args.args) < 2:
         raise UsageError("explain needs LOG... RULE (at least one log and a rule id)")
-    *paths, rule_id = args.args
-    data = explain(
+    *paths, wanted = args.args
+    found = explain_all(
         paths,
-        rule_id,
+        wanted,
         args.root,
         rules=args.rules,
         use_installed=not args.no_installed,
         kb=KnowledgeBase.load(args.root),
     )
     if args.format == "json":
-        sys.stdout.write(json.dumps(data.to_json(), indent=2) + "\n")
+        # One rule: its explanation; an entry id: the explanations of all its rules.
+        shown = found[0].to_json() if len(found) == 1 else [x.to_json() for x in found]
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
     else:
-        sys.stdout.write(format_text(data))
-    return 0 if data.fired else 1
+        sys.stdout.write("\n".join(format_text(data) for data in found))
+    return 0 if any(data.fired for data in found) else 1
 
 
 def _flight_recorder(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """What a diagnosis reports: a `Report` of a `Finding` per failure found, with its `Evidence`
-lines and the `Competing` hypotheses, the inputs `Skipped`, the `Suggestion`s made when no rule
+lines, the `Measured` numbers its rules compared and the `Competing` hypotheses, the inputs `Skipped`, the `Suggestion`s made when no rule
 fired and the `Stats` of the scan. Built by diagnose and read by every renderer (formats.py) and
 by compile's regression check; `to_json` gives the report's JSON shape (its keys in their
 documented order), so the JSON output does not depend on how the model is held."""
@@ -62,6 +62,46 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """A number a rule's condition read from the log (a capture it compares), in the unit the
+    engine normalised it to: bytes ("B"), milliseconds ("ms") or none ("")."""
+
+    value: float
+    unit: str = ""
+    lines: int = 1  # how many matched lines gave a value
+    largest: float | None = None  # when those values differ: the largest (value is the first)
+
+    def shown(self) -> str:
+        text = _with_unit(self.value, self.unit)
+        if self.largest is not None and self.largest != self.value:
+            text += f" (first of {self.lines}; largest {_with_unit(self.largest, self.unit)})"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "unit": self.unit,
+            "lines": self.lines,
+            "largest": self.largest,
+        }
+
+
+_SIZES = (("TiB", 1024.0**4), ("GiB", 1024.0**3), ("MiB", 1024.0**2), ("KiB", 1024.0))
+
+
+def _with_unit(value: float, unit: str) -> str:
+    """A size in the largest binary unit it fills, a time in ms or s, a count as it is."""
+    if unit == "B":
+        for name, size in _SIZES:
+            if abs(value) >= size:
+                return f"{value / size:.2f} {name}"
+        return f"{value:g} B"
+    if unit == "ms":
+        return f"{value / 1000:.2f} s" if abs(value) >= 10_000 else f"{value:g} ms"
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
 class Competing:
     """Another finding of the same report, and why it ranks where it does against this one."""
 
@@ -95,6 +135,11 @@ class Finding:
     why: tuple[str, ...]
     notes: tuple[str, ...]
     detectors: Mapping[str, Mapping[str, float | None]]  # "rule:detector" -> its outputs
+    quick_answer: str = ""  # the entry's one-line answer: what it is and what to do first
+    numbers: Mapping[str, Measured] = field(default_factory=dict)  # what the condition compared
+    confirm: Mapping[str, str] = field(
+        default_factory=dict
+    )  # the entry's first check: check, code, expect
     first: FirstKey = field(default=FirstKey(math.inf, 0, 0), compare=False, repr=False)
     competing: tuple[Competing, ...] = ()
     rank: int = 0  # 1 = reported first
@@ -105,12 +150,15 @@ class Finding:
             "rule": self.rule,
             "rules": list(self.rules),
             "title": self.title,
+            "quick_answer": self.quick_answer,
             "rule_title": self.rule_title,
             "confidence": self.confidence,
             "ranks": [rank_json(r) for r in self.ranks],
             "initiating_rank": rank_json(self.initiating_rank),
             "evidence": [item.to_json() for item in self.evidence],
+            "numbers": {name: value.to_json() for name, value in self.numbers.items()},
             "root_cause": self.root_cause,
+            "confirm": dict(self.confirm),
             "fix": self.fix,
             "verify": list(self.verify),
             "url": self.url,
@@ -141,9 +189,15 @@ class Suggestion:
     entry: str
     score: float  # cosine similarity, rounded to 3 places
     line: str  # "file:line: text" of the closest error line
+    shared: tuple[str, ...] = ()  # the words that weigh most in the similarity: the why
 
     def to_json(self) -> dict[str, Any]:
-        return {"entry": self.entry, "score": self.score, "line": self.line}
+        return {
+            "entry": self.entry,
+            "score": self.score,
+            "line": self.line,
+            "shared": list(self.shared),
+        }
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """`trainwreck new ID`: the skeleton of a new failure for a contributor to fill in.
 
-Writes entries/<id>.yaml (every section present, each one a TODO that `trainwreck check`
-rejects until it is filled), rules/<id>.yaml (a rule skeleton that `trainwreck compile` rejects
-until it is filled) and notebooks/<id>.ipynb (the parameters cell and a markdown outline of the
+Writes entries/<id>.yaml (every section present, each one a placeholder the schema accepts on
+a line that says TODO, which `trainwreck check` lists as a warning until it is filled),
+rules/<id>.yaml (a rule skeleton that `trainwreck compile` leaves out of the bundle, with one
+warning, while a TODO line is left) and notebooks/<id>.ipynb (the parameters cell and a markdown outline of the
 steps every reproduction takes). Existing files are never overwritten.
 
 `trainwreck new --pack NAME` writes NAME/, a repository for a team's private rules: a
@@ -24,72 +25,74 @@ from trainwreck.errors import CommandProblem, CommandUsageError, TrainwreckError
 
 ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
-# Empty strings and lists are what make every TODO fail `trainwreck check`: the schema requires
-# them non-empty. The comment next to each says what belongs there.
+# Every placeholder is a value the schema accepts, on a line that says TODO: the skeleton checks
+# and compiles as written, `trainwreck check` lists each TODO line as a warning until it is
+# filled, and compile leaves a rule with a TODO line out of the bundle (one warning) so that
+# diagnose and build are not held up by a half-finished rule.
 ENTRY_TEMPLATE = """\
 # yaml-language-server: $schema=../schemas/entry.schema.json
-# TODO: fill in every section. `trainwreck check entries/{id}.yaml` lists what is still missing,
-# one line each; every field is described in schemas/entry.schema.json (your editor shows it).
+# Fill in every line that says TODO; `trainwreck check` lists those left, one warning each.
+# Every field is described in schemas/entry.schema.json (your editor shows it).
 id: {id}
-title: ''  # TODO: the failure as a reader would search for it
-category:  # TODO: reliability | performance | correctness | infrastructure
-severity:  # TODO: low | medium | high | critical
-tags: []  # TODO: kebab-case tags, e.g. [distributed, memory]
+title: 'TODO: the failure as a reader would search for it'
+category: reliability  # TODO: reliability | performance | correctness | infrastructure
+severity: medium  # TODO: low | medium | high | critical
+tags: [todo]  # TODO: kebab-case tags, e.g. [distributed, memory]
 facets:  # the controlled vocabulary: every value is listed under $defs in the schema
-  symptom: []  # TODO: hang | crash | slowdown | out-of-memory | nan-or-divergence | wrong-results | fails-to-start
-  component: []  # TODO: nccl | allocator | dataloader | checkpoint | compiler | kernel | launcher | storage | hardware | python-runtime | autograd | numerics
-  framework: []  # TODO: any (plain PyTorch hits it too) and/or ddp | fsdp | deepspeed | megatron-lm | hf-trainer | accelerate | lightning | torchtitan
-  scale: []  # TODO: single-gpu | single-node | multi-node (every scale where it appears)
-quick_answer: ''  # TODO: one line ending in a full stop: what it is and the first thing to do
+  symptom: [crash]  # TODO: hang | crash | slowdown | out-of-memory | nan-or-divergence | wrong-results | fails-to-start
+  component: [python-runtime]  # TODO: nccl | allocator | dataloader | checkpoint | compiler | kernel | launcher | storage | hardware | python-runtime | autograd | numerics
+  framework: [any]  # TODO: any (plain PyTorch hits it too) and/or ddp | fsdp | deepspeed | megatron-lm | hf-trainer | accelerate | lightning | torchtitan
+  scale: [single-gpu]  # TODO: single-gpu | single-node | multi-node (every scale where it appears)
+quick_answer: 'TODO: one line ending in a full stop, what it is and the first thing to do.'
 status: draft
-summary: ''  # TODO: the quick answer in 2-4 sentences: what it is, the root cause, the primary fix
-mechanism: ''  # TODO: how it happens, step by step, at the level of the runtime
-root_causes: []  # TODO: one sentence per underlying cause
+summary: 'TODO: the quick answer in 2-4 sentences, what it is, the root cause, the primary fix'
+mechanism: 'TODO: how it happens, step by step, at the level of the runtime'
+root_causes: ['TODO: one sentence per underlying cause']
 symptoms:
-  - observed: ''  # TODO: what you see: a log line, a metric shape, a behaviour
-    why: ''  # TODO: why the mechanism produces it
-affected_systems: []  # TODO: frameworks, versions, hardware, workloads
+  - observed: 'TODO: what you see, a log line, a metric shape, a behaviour'
+    why: 'TODO: why the mechanism produces it'
+affected_systems: ['TODO: frameworks, versions, hardware, workloads']
 confirm:
-  - check: ''  # TODO: what to run or look at
-    code: ''  # TODO: the command, snippet or log pattern (or delete this line)
+  - check: 'TODO: what to run or look at'
+    code: 'echo TODO'  # TODO: the command, snippet or log pattern (or delete this line)
     language: bash
-    expect: ''  # TODO: the result that confirms or rules out this failure
+    expect: 'TODO: the result that confirms or rules out this failure'
 fix:
   primary:
-    title: ''  # TODO: short name of the fix
-    when: ''  # TODO: when to choose it (or delete this line)
+    title: 'TODO: short name of the fix'
+    when: 'TODO: when to choose it'  # (or delete this line)
     steps:
-      - do: ''  # TODO: the action
-        code: ''  # TODO: the exact code or command (or delete this line)
+      - do: 'TODO: the action'
+        code: '# TODO: the exact code or command (or delete this line)'
         language: python
-    cost: ''  # TODO: what the fix costs (or delete this line)
+    cost: 'TODO: what the fix costs'  # (or delete this line)
   # fallback: and emergency: take the same shape as primary (optional).
   verify:
-    - ''  # TODO: the signal that must disappear or the metric that must change
-prevention: []  # TODO: practices and guards that stop it from happening again
+    - do: 'TODO: the signal that must disappear or the metric that must change'
+prevention: ['TODO: practices and guards that stop it from happening again']
 fingerprint:
-  signal: ''  # TODO: the measurable signal, in one or two sentences
+  signal: 'TODO: the measurable signal, in one or two sentences'
   thresholds:
-    - metric: ''  # TODO: what is measured
-      value: ''  # TODO: the value that indicates the failure, e.g. '> 20% of the failed request'
-      note: ''  # TODO: why this threshold (or delete this line)
+    - metric: 'TODO: what is measured'
+      value: 'TODO: the value that indicates the failure, e.g. > 20% of the failed request'
+      note: 'TODO: why this threshold'  # (or delete this line)
   rules: [{id}]  # the rules in rules/ that detect it
 code_examples:
   - framework: pytorch  # pytorch | huggingface | lightning | deepspeed | megatron-lm | torchtitan | shell | other
-    title: ''  # TODO: what the example does
+    title: 'TODO: what the example does'
     language: python
-    code: ''  # TODO: complete enough to paste
-    why: ''  # TODO: why it works
+    code: '# TODO: complete enough to paste'
+    why: 'TODO: why it works'
 scale:
-  single_gpu: ''  # TODO: on one GPU or one process
-  multi_gpu: ''  # TODO: on one node with several GPUs
-  large_scale: ''  # TODO: on hundreds or thousands of GPUs (or delete this line)
+  single_gpu: 'TODO: on one GPU or one process'
+  multi_gpu: 'TODO: on one node with several GPUs'
+  large_scale: 'TODO: on hundreds or thousands of GPUs'  # (or delete this line)
 faq:
-  - q: ''  # TODO: a question readers ask
-    a: ''  # TODO: the answer
+  - q: 'TODO: a question readers ask'
+    a: 'TODO: the answer'
 references:
-  - title: ''  # TODO: title of a source you opened
-    url: ''  # TODO: its http(s) URL
+  - title: 'TODO: title of a source you opened'
+    url: https://example.com/TODO  # TODO: its http(s) URL
     kind: docs  # docs | source | issue | paper | blog | talk | other
 related: []  # other entries: [{{id: other-entry, relation: confused-with, note: how to tell them apart}}]
 reproduction:
@@ -104,17 +107,18 @@ updated: '{today}'
 
 RULE_TEMPLATE = """\
 # yaml-language-server: $schema=../schemas/rule.schema.json
-# TODO: fill in this rule. Reference: docs/rule-language.md. `trainwreck compile` validates it
-# and runs its regression logs.
+# Fill in every line that says TODO. Reference: docs/rule-language.md. Until no TODO is left,
+# `trainwreck compile` warns once and leaves this rule out of the bundle; then it validates the
+# rule and runs its regression logs.
 id: {id}
 entry: {id}
-title: ''  # TODO: what the rule sees, in a few words
-description: ''  # TODO: why these signals mean this failure (shown on the site)
+title: 'TODO: what the rule sees, in a few words'
+description: 'TODO: why these signals mean this failure (shown on the site)'
 confidence: 0.5  # 0..1 when the condition holds
 matchers:
   signal:
-    regex: ''  # TODO: an RE2 pattern with named captures, e.g. 'step (?P<step>\\d+) time_ms (?P<ms>[\\d.]+)'
-condition: signal  # TODO: a boolean over matcher and detector names
+    regex: 'TODO'  # TODO: an RE2 pattern with named captures, e.g. 'step (?P<step>\\d+) time_ms (?P<ms>[\\d.]+)'
+condition: signal  # a boolean over matcher and detector names
 report:
   evidence: [signal]
   max_evidence: 8

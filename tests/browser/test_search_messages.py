@@ -232,3 +232,68 @@ def test_triage_filters_narrow_the_candidates(browser: Browser, served: str) -> 
     assert "ddp-unused-parameters" not in single and "cuda-device-side-assert" in single
     assert "match" in browser.evaluate("document.querySelector('.tw-triage-count').textContent")
     browser.screenshot(ARTIFACTS / "triage-filtered.png", full_page=False)
+
+
+def test_triage_filters_live_in_the_address(browser: Browser, served: str) -> None:
+    """A filtered view is a link: the filters are read from the address and written back."""
+    browser.open(f"{served}/triage/?symptom=crash&framework=ddp&scale=no-such-scale")
+    browser.wait_for("!document.querySelector('.tw-triage-filters').hidden")
+    chosen = browser.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('.tw-triage-filters select')]"
+        ".map(s => [s.name, s.value]))"
+    )
+    # a value the page does not offer is ignored, not an empty page
+    assert chosen == {"symptom": "crash", "component": "", "framework": "ddp", "scale": ""}
+    shown = set(
+        browser.evaluate(
+            "[...document.querySelectorAll('.tw-candidate')]"
+            ".filter(m => m.closest('li').offsetParent !== null)"
+            ".map(m => m.closest('li').querySelector('a').getAttribute('href').split('/').slice(-2)[0])"
+        )
+    )
+    assert "ddp-unused-parameters" in shown and "python-gc-straggler" not in shown
+    browser.evaluate(
+        "(s => { s.value = ''; s.dispatchEvent(new Event('change')); })"
+        "(document.querySelector('.tw-triage-filters select[name=framework]'))"
+    )
+    browser.evaluate(
+        "(s => { s.value = 'single-gpu'; s.dispatchEvent(new Event('change')); })"
+        "(document.querySelector('.tw-triage-filters select[name=scale]'))"
+    )
+    query = browser.evaluate("window.location.search")
+    assert sorted(query.lstrip("?").split("&")) == ["scale=single-gpu", "symptom=crash"], query
+
+
+def test_code_wraps_in_the_column_and_rule_ids_stay_whole(browser: Browser, served: str) -> None:
+    """Code and output wrap inside a narrow content column instead of being cut at its right;
+    rule ids in the rules table break at their hyphens only."""
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=700,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    try:
+        browser.open(f"{served}/entries/nccl-collective-timeout/")
+        browser.wait_for("document.querySelector('.md-typeset pre > code') !== null")
+        assert (
+            browser.evaluate(
+                "getComputedStyle(document.querySelector('.md-typeset pre > code')).whiteSpace"
+            )
+            == "pre-wrap"
+        )
+        cut = browser.evaluate(
+            "[...document.querySelectorAll('.md-typeset pre > code')]"
+            ".filter(c => c.scrollWidth > c.clientWidth + 1).length"
+        )
+        assert cut == 0
+        browser.open(f"{served}/rules/")
+        browser.wait_for("document.querySelector('.md-typeset td code') !== null")
+        styles = browser.evaluate(
+            "(s => [s.wordBreak, s.overflowWrap])"
+            "(getComputedStyle(document.querySelector('.md-typeset td code')))"
+        )
+        assert styles == ["normal", "normal"], styles
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")

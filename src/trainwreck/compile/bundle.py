@@ -112,6 +112,22 @@ def _step_text(step: Any) -> str:
     return str(step)
 
 
+def _step_parts(step: Any) -> dict[str, str]:
+    if isinstance(step, dict):
+        return {"do": str(step.get("do", "")), "code": str(step.get("code") or "").rstrip()}
+    return {"do": str(step), "code": ""}
+
+
+def _first_confirm(checks: Any) -> dict[str, str]:
+    """The entry's first confirm check: what to look at, the command, what it shows."""
+    first = checks[0] if isinstance(checks, list) and checks else None
+    if not isinstance(first, dict):
+        return {}
+    return {
+        key: str(first.get(key) or "").rstrip() for key in ("check", "code", "language", "expect")
+    }
+
+
 def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[str, Any]:
     fix = data.get("fix") or {}
     primary = fix.get("primary") or {}
@@ -126,8 +142,12 @@ def entry_summary(entry_id: str, data: dict[str, Any], base_url: str) -> dict[st
         "root_causes": root_causes,
         "fix": {
             "title": str(primary.get("title", "")),
+            "when": str(primary.get("when", "")),
             "steps": [_step_text(s) for s in primary.get("steps") or []],
+            # each step as its action and its code, so a report can put the one-liner first
+            "actions": [_step_parts(s) for s in primary.get("steps") or []],
         },
+        "confirm": _first_confirm(data.get("confirm")),
         "verify": [_step_text(s) for s in fix.get("verify") or []],
         "quick_answer": str(data.get("quick_answer", "")),
         "symptoms": [

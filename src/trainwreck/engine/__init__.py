@@ -21,6 +21,7 @@ The modules, each one job (dependencies point down this list):
   streams it reads (gzip, a byte range, a file bounded by its size, a polled FIFO); `text`: the
   one rule for what is text (NUL runs, leading garbage, UTF-16/32 by their BOM);
 - `evaluation`: detectors, condition, confidence, evidence and the initiating rank of a rule;
+- `measured`: the numbers a fired rule's condition compared, as a report shows them;
 - `detectors`: the detectors' numeric code, one function per kind of `rules.registry`;
 - `suggest`: the closest entries to a log's error lines when no rule fires.
 """

@@ -19,15 +19,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from trainwreck.findings import Suggestion
 from trainwreck.rules.rule import Rule
 
-MIN_SCORE = 0.3  # cosine similarity below which an entry is not suggested
+MIN_SCORE = 0.2  # cosine similarity below which an entry is not suggested
 TOP = 3  # suggestions shown at most
+SHARED_TERMS = 4  # words shown as the why of a suggestion
+CONTEXT_LINES = 8  # traceback lines above an error line read with it
+_FRAME = re.compile(rb'File "[^"]*", line \d+')
 MAX_LINES = 400  # error-like lines compared per diagnose
 READ_LIMIT = 64 << 20  # bytes of each log read when looking for error lines
 
@@ -168,25 +171,65 @@ class Index:
             return np.zeros(len(self.entries))
         return self.matrix @ (vector / norm)
 
+    def shared(self, text: str, entry_id: str, most: int = SHARED_TERMS) -> tuple[str, ...]:
+        """The words of `text` that weigh most in its similarity to the entry: the why."""
+        row = self.matrix[self.entries.index(entry_id)]
+        weights = {
+            term: row[column] * self.idf[column]
+            for term in set(terms(text))
+            if (column := self.vocabulary.get(term)) is not None and row[column] > 0
+        }
+        return tuple(sorted(weights, key=lambda t: (-weights[t], t))[:most])
+
+
+class ErrorLine(NamedTuple):
+    """An error-like line of a log, with the lines of its traceback above it (`context`):
+    a bare `KeyError: 'name'` says little, the frame that raised it says where."""
+
+    display: str
+    line: int
+    text: str
+    context: str = ""
+
 
 def suggest(
-    lines: list[tuple[str, int, str]],
+    lines: list[ErrorLine],
     index: Index,
     *,
     top: int = TOP,
     min_score: float = MIN_SCORE,
 ) -> list[Suggestion]:
-    """The entries closest to the error lines, best first."""
-    best: dict[str, tuple[float, str]] = {}
-    for display, number, text in lines:
-        scores = index.scores(text)
+    """The entries closest to the error lines (each read with its context), best first."""
+    best: dict[str, tuple[float, str, str]] = {}
+    for item in lines:
+        scored = f"{item.context}\n{item.text}" if item.context else item.text
+        scores = index.scores(scored)
         for row in np.flatnonzero(scores >= min_score):
             entry_id = index.entries[row]
             score = float(scores[row])
             if entry_id not in best or score > best[entry_id][0]:
-                best[entry_id] = (score, f"{display}:{number}: {text[:200]}")
+                best[entry_id] = (score, f"{item.display}:{item.line}: {item.text[:200]}", scored)
     ranked = sorted(best.items(), key=lambda item: -item[1][0])[:top]
-    return [Suggestion(e, round(s, 3), line) for e, (s, line) in ranked]
+    return [
+        Suggestion(e, round(s, 3), line, index.shared(scored, e)) for e, (s, line, scored) in ranked
+    ]
+
+
+def _context(shaped: bytes, start: int) -> str:
+    """The lines of a traceback above the line at `start`: up to CONTEXT_LINES indented ones
+    (its frames and their code), stopping at the first line that is not part of one."""
+    from trainwreck.engine import prefixes
+
+    above = shaped[max(0, start - 4096) : start].split(b"\n")[:-1]
+    kept: list[str] = []
+    for raw in reversed(above[-CONTEXT_LINES:]):
+        body = prefixes.split_prefix(raw)[1]  # (without its indentation)
+        before = raw[: len(raw) - len(body)] if body and raw.endswith(body) else b""
+        if not before.endswith((b" ", b"\t")):
+            break
+        if not _FRAME.match(body):  # `File "x.py", line N, in f`: words of every traceback
+            kept.append(body.decode("utf-8", "replace").strip())
+    return "\n".join(reversed(kept))
 
 
 def _error_pattern() -> Any:
@@ -195,15 +238,13 @@ def _error_pattern() -> Any:
     return re2.compile(ERROR_LINE)
 
 
-def error_lines(
-    inputs: list[tuple[str, Any]], limit: int = MAX_LINES
-) -> list[tuple[str, int, str]]:
+def error_lines(inputs: list[tuple[str, Any]], limit: int = MAX_LINES) -> list[ErrorLine]:
     """Error-like lines of the logs (files only; stdin was consumed by the scan), read through
     the paste-shape layer, with their file and line number."""
     from trainwreck.engine import prefixes
     from trainwreck.engine.reading import head_blocks
 
-    found: list[tuple[str, int, str]] = []
+    found: list[ErrorLine] = []
     search = _error_pattern().search
     for display, source in inputs:
         number = 1  # of the first line of the block
@@ -220,7 +261,8 @@ def error_lines(
                 line += shaped.count(b"\n", counted, start)
                 counted = start
                 body = prefixes.split_prefix(shaped[start:end])[1]
-                found.append((display, line, body.decode("utf-8", "replace")))
+                text = body.decode("utf-8", "replace")
+                found.append(ErrorLine(display, line, text, _context(shaped, start)))
                 if len(found) >= limit:
                     return found
                 position = end + 1

@@ -184,7 +184,10 @@ class Tools:
             from trainwreck.engine import suggest
 
             index = suggest.Index.from_counts(self.rule_set.text_index)
-            lines = [(PASTED, n, line) for n, line in enumerate(query.splitlines() or [query], 1)]
+            lines = [
+                suggest.ErrorLine(PASTED, n, line)
+                for n, line in enumerate(query.splitlines() or [query], 1)
+            ]
             for found in suggest.suggest(lines, index, top=limit, min_score=0.1):
                 hits.setdefault(
                     found.entry, self._hit(found.entry, f"similar words (score {found.score:.2f})")

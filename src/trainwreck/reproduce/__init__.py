@@ -21,6 +21,7 @@ The modules, each one job:
     execution    running one notebook in a kernel under time limits
     cache        build/cache/<hash>/
     manifest     build/manifest.json
+    progress     the build's one progress line (done/total, estimate), cells to a log
     runner       reproduce(): every target, in parallel
     command      the command line
 

@@ -15,11 +15,28 @@ from trainwreck.reproduce.source import SCALES
 from trainwreck.reproduce.targets import ReproduceError
 
 
+def jobs_value(text: str) -> int:
+    """-j N, or -j auto: as many notebooks at once as CPUs this process may use."""
+    from trainwreck.engine.parallel import usable_cpus
+
+    if text == "auto":
+        return usable_cpus()
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, not {text!r}") from None
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ids", nargs="*", metavar="ID", help="entry ids (default: all)")
     parser.add_argument("--force", action="store_true", help="re-run even when cached")
     parser.add_argument(
-        "-j", "--jobs", type=int, default=1, metavar="N", help="notebooks run in parallel"
+        "-j",
+        "--jobs",
+        type=jobs_value,
+        default=1,
+        metavar="N",
+        help="notebooks run in parallel; auto: one per CPU this process may use (default 1)",
     )
     parser.add_argument(
         "--scale", choices=SCALES, default="ci", help="ci: ~45 s on 2 cores; full: larger"

@@ -21,6 +21,7 @@ from trainwreck.reproduce.host import cuda_available
 from trainwreck.reproduce.layout import Layout, base_record
 from trainwreck.reproduce.manifest import Manifest, write_manifest
 from trainwreck.reproduce.processes import reaping
+from trainwreck.reproduce.progress import NotebookEvent, NotebookEvents
 from trainwreck.reproduce.recordings import recorded_gpu_record, write_recording
 from trainwreck.reproduce.records import RunError, RunRecord, Status
 from trainwreck.reproduce.source import SCALES, read_notebook_json, source_hash
@@ -39,9 +40,11 @@ def reproduce(
     build: Path | str | None = None,
     progress: Progress | None = None,
     record: bool = False,
+    events: NotebookEvents | None = None,
 ) -> Manifest:
     """Run (or serve from cache) the reproduction notebooks and write build/manifest.json.
 
+    `events` hears each notebook start and end (`progress.ProgressLine` makes them one line).
     Returns the manifest. Raises ReproduceError for bad input (unknown id, bad scale)."""
     root = Path(root).resolve()
     if scale not in SCALES:
@@ -60,8 +63,14 @@ def reproduce(
         return has_cuda
 
     with reaping():
-        records = asyncio.run(_run_all(targets, layout, options, gpu_ok, say, max(1, jobs)))
+        records = asyncio.run(
+            _run_all(targets, layout, options, gpu_ok, say, max(1, jobs), events or _ignore)
+        )
     return write_manifest(layout, records, discover(root))
+
+
+def _ignore(_event: NotebookEvent) -> None:
+    pass
 
 
 async def _run_all(
@@ -71,11 +80,12 @@ async def _run_all(
     gpu_ok: Callable[[], bool],
     progress: Progress,
     jobs: int,
+    events: NotebookEvents,
 ) -> list[RunRecord]:
     semaphore = asyncio.Semaphore(jobs)
     loop = asyncio.get_running_loop()
     tasks = [
-        asyncio.ensure_future(_run_one(t, layout, options, gpu_ok, progress, semaphore))
+        asyncio.ensure_future(_run_one(t, layout, options, gpu_ok, progress, semaphore, events))
         for t in targets
     ]
 
@@ -113,6 +123,26 @@ async def _run_one(
     gpu_ok: Callable[[], bool],
     progress: Progress,
     semaphore: asyncio.Semaphore,
+    events: NotebookEvents,
+) -> RunRecord:
+    record = await _run_target(target, layout, options, gpu_ok, progress, semaphore, events)
+    error = ""
+    if record.error is not None:
+        cell = f"cell {record.error.cell}: " if (record.error.cell or -1) >= 0 else ""
+        error = cell + (record.error.message or "")
+    status = "cached" if record.cached else str(record.status)
+    events(NotebookEvent(target.id, status, record.duration_s, error))
+    return record
+
+
+async def _run_target(
+    target: Target,
+    layout: Layout,
+    options: RunOptions,
+    gpu_ok: Callable[[], bool],
+    progress: Progress,
+    semaphore: asyncio.Semaphore,
+    events: NotebookEvents,
 ) -> RunRecord:
     if target.not_reproducible is not None:
         return base_record(target, layout, Status.NOT_REPRODUCIBLE, None)
@@ -137,6 +167,7 @@ async def _run_one(
                 if options.record and target.device == "gpu":
                     progress(f"{target.id}: recorded to {write_recording(layout, cached)}")
                 return cached
+        events(NotebookEvent(target.id, "running"))
         progress(f"{target.id}: executing {target.notebook} (scale={options.scale})")
         record = await execute(target, layout, options, digest, progress)
         if record.status is Status.PASSED:

@@ -24,6 +24,7 @@ from trainwreck.model import (
     load_yaml,
     schema_problems,
 )
+from trainwreck.placeholders import placeholder_lines
 from trainwreck.rules import condition as cond
 from trainwreck.rules import regexes
 from trainwreck.rules.matchers import MATCHERS, UnitCapture
@@ -68,6 +69,21 @@ def load_rules(
             source_text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             source_text = ""
+        unfinished = placeholder_lines(source_text)
+        if unfinished:
+            # A half-written rule (`trainwreck new`) holds up nothing: one warning, no rule.
+            result.problems.append(
+                Problem(
+                    display,
+                    unfinished[0],
+                    1,
+                    "",
+                    f"rule not finished: {len(unfinished)} line(s) still say TODO; "
+                    "it is left out of the bundle until they are filled",
+                    Severity.WARNING,
+                )
+            )
+            continue
         problems, rule = validate_rule(
             document, source_text, path, root, check_entries=check_entries
         )

@@ -16,13 +16,20 @@ from trainwreck.site.pipeline import build
 
 
 def configure_build_parser(parser: argparse.ArgumentParser) -> None:
+    from trainwreck.reproduce.command import jobs_value
+
     parser.add_argument(
         "--no-reproduce",
         action="store_true",
         help="do not run notebooks; use build/manifest.json as it is",
     )
     parser.add_argument(
-        "-j", "--jobs", type=int, default=1, help="notebooks to run in parallel (default 1)"
+        "-j",
+        "--jobs",
+        type=jobs_value,
+        default=1,
+        metavar="N",
+        help="notebooks to run in parallel; auto: one per CPU this process may use (default 1)",
     )
     parser.add_argument(
         "--strict",

@@ -184,7 +184,7 @@ def _reproduce_step(
 ) -> dict[str, Any] | None:
     """[2/5]: run the notebooks (or take the last manifest); returns the manifest."""
     if reproduce:
-        steps.say(f"[2/5] reproduce: running notebooks (cached, -j {jobs})")
+        steps.say(f"[2/5] reproduce: notebooks whose source changed run again (-j {jobs})")
         manifest = _run_notebooks(steps, jobs)
     else:
         steps.say("[2/5] reproduce: skipped (--no-reproduce); using the last manifest")
@@ -207,7 +207,7 @@ def _run_notebooks(steps: _Steps, jobs: int) -> dict[str, Any]:
     except ImportError as exc:
         raise BuildError(f"reproduce is not available ({exc})") from None
     try:
-        return run_reproduce(steps.root, None, jobs=jobs, progress=lambda s: steps.say(f"  {s}"))
+        return _with_progress_line(steps, jobs, run_reproduce)
     except ReproduceError as exc:
         raise BuildError(f"reproduce: {exc}") from None
     except ImportError as exc:
@@ -215,6 +215,29 @@ def _run_notebooks(steps: _Steps, jobs: int) -> dict[str, Any]:
             f"reproduce needs the repro extra ({exc.name} is missing): "
             "pip install 'trainwreck[repro]', or build with --no-reproduce"
         ) from None
+
+
+def _with_progress_line(steps: _Steps, jobs: int, run_reproduce: Any) -> dict[str, Any]:
+    """The notebooks under one progress line (with the estimate from the last manifest); each
+    cell's output in build/logs/reproduce.log, failures in full."""
+    from trainwreck.reproduce.progress import ProgressLine, previous_durations
+    from trainwreck.reproduce.targets import discover
+
+    build = steps.root / "build"
+    log_path = build / "logs" / "reproduce.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    ids = [t.id for t in discover(steps.root, None)]
+    estimates = previous_durations(build / "manifest.json")
+    known = sum(estimates.get(i, 0.0) for i in ids)
+    steps.say(
+        f"  {len(ids)} notebooks; each cell's output: {relative_to_root(log_path, steps.root)}"
+        + (f"; the last run took {known / 60:.0f} min of notebook time" if known else "")
+    )
+    with open(log_path, "w", encoding="utf-8") as log:
+        line = ProgressLine(ids, estimates, jobs, log, lambda s: steps.say(f"  {s}"))
+        return run_reproduce(  # type: ignore[no-any-return]
+            steps.root, None, jobs=jobs, progress=line.detail, events=line.event
+        )
 
 
 def _last_manifest(steps: _Steps) -> dict[str, Any] | None:

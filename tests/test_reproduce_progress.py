@@ -1,0 +1,128 @@
+"""The build's one progress line: done/total, what runs, elapsed and the estimate from the last
+manifest's durations; the runner's per-cell lines go to the log; failures are printed whole."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from trainwreck.engine.parallel import usable_cpus
+from trainwreck.reproduce.command import jobs_value
+from trainwreck.reproduce.progress import NotebookEvent, ProgressLine, previous_durations
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_line_counts_estimates_and_keeps_cells_in_the_log() -> None:
+    clock, shown, log = Clock(), [], io.StringIO()
+    line = ProgressLine(
+        ["a", "b", "c", "d"], {"a": 100.0, "b": 300.0, "c": 200.0}, 2, log, shown.append,
+        clock=clock,
+    )  # fmt: skip
+    line.detail("a: cell 1 (1/5 code cells, 0.1 s)")
+    line.event(NotebookEvent("a", "running"))
+    assert shown == []  # a start is not a line of its own
+    clock.now += 90
+    line.event(NotebookEvent("a", "passed", 90.0))
+    # left: b 300 + c 200 + d (no duration: the median, 200) = 700 s over 2 jobs
+    assert shown == ["1/4 notebooks, 1m30s elapsed, about 5m50s left"]
+    line.event(NotebookEvent("b", "running"))
+    clock.now += 100
+    line.event(NotebookEvent("c", "cached", 0.0))
+    assert shown[-1] == "2/4 notebooks, 3m10s elapsed, about 3m20s left; running b"
+    line.event(NotebookEvent("b", "failed", 120.0, "cell 3: AssertionError: no stall"))
+    assert shown[-2] == "FAILED b: cell 3: AssertionError: no stall"
+    assert "a: cell 1 (1/5 code cells, 0.1 s)" in log.getvalue().splitlines()
+    assert not any("cell 1" in s for s in shown)
+
+
+def test_no_estimate_without_a_previous_run() -> None:
+    shown: list[str] = []
+    line = ProgressLine(["a", "b"], {}, 1, io.StringIO(), shown.append, clock=Clock())
+    line.event(NotebookEvent("a", "passed", 5.0))
+    assert shown == ["1/2 notebooks, 0s elapsed"]
+
+
+def test_previous_durations_read_the_manifest(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "notebooks": [
+                    {"id": "a", "duration_s": 67.3},
+                    {"id": "b", "duration_s": None},
+                    {"id": "c"},
+                    "junk",
+                ]
+            }
+        )
+    )
+    assert previous_durations(manifest) == {"a": 67.3}
+    assert previous_durations(tmp_path / "missing.json") == {}
+    (tmp_path / "bad.json").write_text("{")
+    assert previous_durations(tmp_path / "bad.json") == {}
+
+
+def test_jobs_auto_is_the_usable_cpus() -> None:
+    assert jobs_value("auto") == usable_cpus()
+    assert jobs_value("3") == 3
+    with pytest.raises(argparse.ArgumentTypeError):
+        jobs_value("many")
+
+
+def test_build_shows_the_line_and_logs_the_cells(tmp_path: Path) -> None:
+    """The build's reproduce step: one line per notebook with the estimate, the cells in
+    build/logs/reproduce.log (here with a stand-in for the runner)."""
+    from trainwreck.site.pipeline import _Steps, _with_progress_line
+
+    (tmp_path / "notebooks").mkdir()
+    for name in ("n1", "n2"):
+        (tmp_path / "notebooks" / f"{name}.ipynb").write_text('{"cells": [], "metadata": {}}')
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "manifest.json").write_text(
+        json.dumps({"notebooks": [{"id": "n1", "duration_s": 60}, {"id": "n2", "duration_s": 120}]})
+    )
+
+    def fake_reproduce(root, ids, *, jobs, progress, events):
+        for name in ("n1", "n2"):
+            events(NotebookEvent(name, "running"))
+            progress(f"{name}: cell 1 (1/1 code cells, 0.1 s)")
+            events(NotebookEvent(name, "passed", 1.0))
+        return {"notebooks": []}
+
+    said: list[str] = []
+    steps = _Steps(tmp_path, said.append, 0.0)
+    assert _with_progress_line(steps, 1, fake_reproduce) == {"notebooks": []}
+    assert said[0] == (
+        "  2 notebooks; each cell's output: build/logs/reproduce.log; "
+        "the last run took 3 min of notebook time"
+    )
+    assert said[1].startswith("  1/2 notebooks, ") and said[1].endswith(", about 2m00s left")
+    assert said[2].startswith("  2/2 notebooks, ")
+    log = (tmp_path / "build" / "logs" / "reproduce.log").read_text()
+    assert "n2: cell 1 (1/1 code cells, 0.1 s)" in log
+
+
+def test_the_readme_and_the_repro_extra_cover_the_first_hour() -> None:
+    """Every entry page says `jupyter lab notebooks/<id>.ipynb`: the repro extra installs it;
+    the README says what the first build costs and the quick way to a browsable site."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(dep.startswith("jupyterlab") for dep in extras["repro"])
+    readme = (root / "README.md").read_text()
+    assert "trainwreck build -j auto" in readme and "23 min 35 s" in readme
+    assert "trainwreck build --no-reproduce" in readme and "build/logs/reproduce.log" in readme
