@@ -107,6 +107,7 @@ QUERIES: dict[str, str] = {
     "inductor-backend-compile-failed": "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')",
     "device-mismatch": "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
     "cuda-fork-reinit": "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
+    "mixed-dtype-mismatch": "RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
