@@ -108,6 +108,7 @@ QUERIES: dict[str, str] = {
     "device-mismatch": "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
     "cuda-fork-reinit": "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
     "mixed-dtype-mismatch": "RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
+    "autograd-backward-twice": "RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed).",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
