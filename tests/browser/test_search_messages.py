@@ -110,6 +110,7 @@ QUERIES: dict[str, str] = {
     "mixed-dtype-mismatch": "RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
     "autograd-backward-twice": "RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed).",
     "variable-length-batch-collate": "ValueError: Unable to create tensor, you should probably activate truncation and/or padding with 'padding=True' 'truncation=True' to have batched tensors with the same length.",
+    "tokenizer-missing-pad-token": "ValueError: Asking to pad but the tokenizer does not have a padding token.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
