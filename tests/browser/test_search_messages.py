@@ -112,6 +112,7 @@ QUERIES: dict[str, str] = {
     "variable-length-batch-collate": "ValueError: Unable to create tensor, you should probably activate truncation and/or padding with 'padding=True' 'truncation=True' to have batched tensors with the same length.",
     "tokenizer-missing-pad-token": "ValueError: Asking to pad but the tokenizer does not have a padding token.",
     "trainer-no-loss-returned": "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.",
+    "lr-scheduler-before-optimizer-step": "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
