@@ -107,6 +107,12 @@ QUERIES: dict[str, str] = {
     "inductor-backend-compile-failed": "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')",
     "device-mismatch": "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
     "cuda-fork-reinit": "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
+    "mixed-dtype-mismatch": "RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
+    "autograd-backward-twice": "RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed).",
+    "variable-length-batch-collate": "ValueError: Unable to create tensor, you should probably activate truncation and/or padding with 'padding=True' 'truncation=True' to have batched tensors with the same length.",
+    "tokenizer-missing-pad-token": "ValueError: Asking to pad but the tokenizer does not have a padding token.",
+    "trainer-no-loss-returned": "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.",
+    "lr-scheduler-before-optimizer-step": "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
