@@ -43,7 +43,9 @@ QUERIES: dict[str, str] = {
     "cuda-allocator-fragmentation": "cudaMalloc retries",
     "cuda-device-side-assert": "torch.AcceleratorError: CUDA error: device-side assert triggered",
     "cuda-illegal-memory-access": "CUDA error: an illegal memory access was encountered",
-    "cuda-oom-capacity": "RuntimeError: CUDA error: out of memory",
+    # The allocator's own line: "CUDA error: out of memory" alone lands on meta-tensor-copy, whose
+    # titles repeat "copy out of meta tensor" ("out" outweighs the common "memory" and "cuda").
+    "cuda-oom-capacity": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 8.00 GiB",
     "cuda-driver-too-old": "RuntimeError: The NVIDIA driver on your system is too old (found version 12080).",
     "cuda-arch-unsupported": "CUDA error: no kernel image is available for execution on the device",
     "bf16-unsupported-gpu": "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
