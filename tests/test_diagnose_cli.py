@@ -48,7 +48,10 @@ def run_json(*paths: str, rules: list[str] | None = None) -> dict:
 
 def test_gc_straggler_found_in_multi_rank_logs_buried_among_other_lines():
     report = run_json(str(GC / "plain-loop-4ranks"))
-    assert [f["entry"] for f in report["findings"]] == ["python-gc-straggler"]
+    # The noise lines include torch's lr_scheduler-before-optimizer warning: a real, weaker finding.
+    entries = [f["entry"] for f in report["findings"]]
+    assert entries[0] == "python-gc-straggler"
+    assert set(entries) <= {"python-gc-straggler", "lr-scheduler-before-optimizer-step"}
     finding = report["findings"][0]
     assert finding["ranks"] == [0, 1, 2, 3]
     assert set(finding) >= {

@@ -38,6 +38,7 @@ device = torch.device("cpu")
 metrics = {"loss": torch.tensor(2.0)} if rank == 0 else {"grad_norm": torch.tensor(4.0)}
 FRAGMENT
 print(dict(zip(names, vec.tolist())))
+dist.destroy_process_group()                       # else gloo's threads can abort the exit
 """,
     )
     results = run_ranks(code, tmp_path)
