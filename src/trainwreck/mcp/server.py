@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -117,6 +118,14 @@ def build_server(tools: Tools) -> Any:
     def get_entry(entry_id: str) -> str:
         return str(guarded(tools.get_entry, entry_id))
 
+    def resource(read: Callable[[str], str], wanted: str) -> str:
+        """A resource read one call at a time; an unknown id is the protocol's not-found."""
+        try:
+            with one_at_a_time:
+                return read(wanted)
+        except TrainwreckError as exc:
+            raise ResourceNotFoundError(exc.report()) from None
+
     @server.resource(
         "trainwreck://entries/{entry_id}",
         name="entry",
@@ -124,11 +133,7 @@ def build_server(tools: Tools) -> Any:
         mime_type="text/markdown",
     )
     def entry_resource(entry_id: str) -> str:
-        try:
-            with one_at_a_time:
-                return tools.get_entry(entry_id)
-        except TrainwreckError as exc:
-            raise ResourceNotFoundError(exc.report()) from None
+        return resource(tools.get_entry, entry_id)
 
     @server.resource(
         "trainwreck://rules/{rule_id}",
@@ -137,11 +142,7 @@ def build_server(tools: Tools) -> Any:
         mime_type="application/json",
     )
     def rule_resource(rule_id: str) -> str:
-        try:
-            with one_at_a_time:
-                return tools.get_rule(rule_id)
-        except TrainwreckError as exc:
-            raise ResourceNotFoundError(exc.report()) from None
+        return resource(tools.get_rule, rule_id)
 
     return server
 
