@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_compile_cli import make_repo
+from trainwreck import model
 from trainwreck.check import check_entries
 from trainwreck.cli import main
 from trainwreck.model import DocumentError, parse_yaml
@@ -155,3 +156,34 @@ def test_a_crash_in_any_command_exits_4_in_one_line(
     assert main(["check", "--root", str(tmp_path)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error (RuntimeError: a bug)" in err
+
+
+@pytest.mark.skipif(not model.yaml.__with_libyaml__, reason="PyYAML built without libyaml")
+def test_libyaml_and_pyyaml_give_the_same_data_and_positions() -> None:
+    """The fast loader (libyaml's parser under the refusing composer) must read every YAML file
+    of the repository exactly as PyYAML's own parser does, positions included."""
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(
+        [*root.glob("entries/*.yaml"), *root.glob("rules/*.yaml"), *root.glob("tests/**/*.yaml")]
+    )
+    assert len(files) > 150
+    for path in files:
+        try:
+            text = model.read_text(path, str(path))
+            slow = model.parse_yaml_with(text, str(path), model._PythonLoader)
+        except DocumentError:
+            continue  # (a malformed case: read again by PyYAML, see the next test)
+        fast = model.parse_yaml_with(text, str(path), model._Loader)
+        assert (fast.data, fast.positions) == (slow.data, slow.positions), path
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ENTRIES))
+def test_the_fast_loader_refuses_what_pyyaml_refuses(case: str) -> None:
+    """Recursive aliases and unknown tags are refused by the composer on top of libyaml too;
+    whatever libyaml refuses on its own is read again by PyYAML, so the problem is the same."""
+    text = HOSTILE_ENTRIES[case]
+    with pytest.raises(DocumentError) as via_pyyaml:
+        model.parse_yaml_with(text, "e.yaml", model._PythonLoader)
+    with pytest.raises(DocumentError) as default:
+        parse_yaml(text, "e.yaml")
+    assert default.value.problem == via_pyyaml.value.problem
