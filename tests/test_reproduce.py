@@ -261,10 +261,15 @@ def test_gpu_notebook_skipped_recorded_or_stale(
 
     root = _gpu_repo(tmp_path)
     monkeypatch.setattr(runner, "cuda_available", lambda *a, **k: False)
-    records = by_id(rp.reproduce(root))
+    first = rp.reproduce(root)
+    records = by_id(first)
     assert records["gpu-thing"]["status"] == "skipped-needs-gpu"
     assert records["gpu-thing"]["executed"] is None
     assert records["hardware"]["status"] == "not-reproducible"
+    # Neither started, so neither has a start time, and skipping them again writes the same
+    # records (the pages' key is over them: a no-op build must not regenerate every page).
+    assert records["gpu-thing"]["started"] is None and records["hardware"]["started"] is None
+    assert rp.reproduce(root)["notebooks"] == first["notebooks"]
 
     entry = load_entry(root / "entries/gpu-thing.yaml", root)
     notebook = json.loads((root / "notebooks/gpu-thing.ipynb").read_text())
@@ -461,3 +466,27 @@ def test_reaping_restores_the_sub_reaper_setting() -> None:
     with processes.reaping():
         assert processes._child_subreaper(True) is True  # was on inside
     assert processes._child_subreaper(False) is False  # and off again after
+
+
+def test_no_gpu_device_node_means_no_cuda_without_asking_torch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainwreck.reproduce import host
+
+    def no_subprocess(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("torch was asked although no GPU device node exists")
+
+    monkeypatch.setattr(host.sys, "platform", "linux")
+    monkeypatch.setattr(host.os.path, "exists", lambda _p: False)
+    monkeypatch.setattr(host.subprocess, "run", no_subprocess)
+    assert host.cuda_available() is False
+
+    asked: list[list[str]] = []
+
+    def answer(args: list[str], **_k: Any) -> Any:
+        asked.append(args)
+        return subprocess.CompletedProcess(args, 0)
+
+    monkeypatch.setattr(host.os.path, "exists", lambda p: p == "/dev/nvidiactl")
+    monkeypatch.setattr(host.subprocess, "run", answer)
+    assert host.cuda_available() is True and len(asked) == 1

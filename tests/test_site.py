@@ -731,3 +731,16 @@ def test_repository_rows_and_triage_reach_every_entry(repo_root: Path) -> None:
         for tag in entry.data["tags"]:
             counts[tag] = counts.get(tag, 0) + 1
     assert tag_pages == {f"tags/{t}.md" for t, n in counts.items() if n >= 2}
+
+
+def test_the_pages_key_ignores_when_the_manifest_was_written(tmp_path: Path) -> None:
+    from trainwreck.site.skipping import pages_key
+
+    make_repo(tmp_path)
+    out = tmp_path / "build" / "docs"
+    record = {"id": "x", "status": "passed", "started": "2026-12-02T10:00:00+00:00"}
+    at_ten = pages_key(tmp_path, out, {"generated": "2026-12-02T10:00:00", "notebooks": [record]})
+    at_eleven = pages_key(tmp_path, out, {"generated": "2026-12-02T11:00", "notebooks": [record]})
+    assert at_ten == at_eleven
+    rerun = {**record, "started": "2026-12-02T11:00:00+00:00"}  # on the page: "reproduced on"
+    assert pages_key(tmp_path, out, {"generated": "x", "notebooks": [rerun]}) != at_ten

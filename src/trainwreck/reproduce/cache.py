@@ -58,10 +58,12 @@ def restore_cache(layout: Layout, target: Target, digest: str) -> RunRecord | No
         )
     except (OSError, ValueError):
         return None
-    atomic_write(executed, text)
+    if not _holds(executed, text):
+        atomic_write(executed, text)
     evidence = layout.evidence(target.id)
-    shutil.rmtree(evidence, ignore_errors=True)
-    shutil.copytree(directory / "evidence", evidence)
+    if not _same_tree(directory / "evidence", evidence):
+        shutil.rmtree(evidence, ignore_errors=True)
+        shutil.copytree(directory / "evidence", evidence)
     return dataclasses.replace(
         record,
         cached=True,
@@ -70,6 +72,32 @@ def restore_cache(layout: Layout, target: Target, digest: str) -> RunRecord | No
         executed=layout.rel(executed),
         evidence=evidence_files(layout, evidence),
     )
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether `path` already holds `text` (a build with nothing changed rewrites nothing)."""
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, ValueError):
+        return False
+
+
+def _same_tree(source: Path, copy: Path) -> bool:
+    """Whether `copy` has exactly the files of `source`, byte for byte."""
+
+    def files(top: Path) -> dict[str, Path]:
+        return {str(p.relative_to(top)): p for p in top.rglob("*") if p.is_file() or p.is_symlink()}
+
+    try:
+        theirs, ours = files(source), files(copy)
+        if theirs.keys() != ours.keys():
+            return False
+        return all(
+            not ours[name].is_symlink() and ours[name].read_bytes() == theirs[name].read_bytes()
+            for name in theirs
+        )
+    except OSError:
+        return False
 
 
 @asynccontextmanager

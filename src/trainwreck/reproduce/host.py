@@ -57,8 +57,16 @@ def gpu_facts() -> tuple[str | None, str | None]:
     return name, rows[0][1].strip()
 
 
+# The device nodes a CUDA (or ROCm, or WSL2 GPU) driver needs on Linux: without any of them
+# torch.cuda.is_available() is False, and asking torch costs seconds of import.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+
+
 def cuda_available(python: str = sys.executable, timeout: float = 120.0) -> bool:
-    """torch.cuda.is_available(), asked of a subprocess so this process never imports torch."""
+    """torch.cuda.is_available(), asked of a subprocess so this process never imports torch
+    (not asked at all on a Linux host with no GPU device node)."""
+    if sys.platform.startswith("linux") and not any(map(os.path.exists, GPU_DEVICE_NODES)):
+        return False
     try:
         result = subprocess.run(
             [python, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"],

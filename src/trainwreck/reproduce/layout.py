@@ -63,7 +63,10 @@ def evidence_files(layout: Layout, directory: Path) -> EvidenceFiles:
 
 
 def base_record(target: Target, layout: Layout, status: Status, digest: str | None) -> RunRecord:
-    """The record of a run that has not produced anything (yet): this host, now, no evidence."""
+    """The record of a run that has not produced anything (yet): this host, now, no evidence.
+    A notebook that is skipped or cannot be reproduced never starts, so it has no start time
+    (and a build that skips it again writes the same record, leaving the pages' key alone)."""
+    never_starts = status in (Status.NOT_REPRODUCIBLE, Status.SKIPPED_NEEDS_GPU)
     return RunRecord(
         id=target.id,
         notebook=target.notebook,
@@ -71,7 +74,7 @@ def base_record(target: Target, layout: Layout, status: Status, digest: str | No
         status=status,
         source_hash=digest,
         host=Host(cpu=cpu_model()),
-        started=now(),
+        started=None if never_starts else now(),
         evidence=EvidenceFiles(dir=layout.rel(layout.evidence(target.id))),
     )
 

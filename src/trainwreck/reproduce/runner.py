@@ -25,7 +25,7 @@ from trainwreck.reproduce.progress import NotebookEvent, NotebookEvents
 from trainwreck.reproduce.recordings import recorded_gpu_record, write_recording
 from trainwreck.reproduce.records import RunError, RunRecord, Status
 from trainwreck.reproduce.source import SCALES, read_notebook_json, source_hash
-from trainwreck.reproduce.targets import ReproduceError, Target, discover, notebook_file
+from trainwreck.reproduce.targets import ReproduceError, Target, discover, notebook_file, pick
 
 
 def reproduce(
@@ -50,7 +50,8 @@ def reproduce(
     if scale not in SCALES:
         raise ReproduceError(f"--scale must be one of {', '.join(SCALES)}, not {scale!r}")
     layout = Layout(root, Path(build).resolve() if build else root / "build")
-    targets = discover(root, ids)
+    everything = discover(root)  # (the manifest lists every target, the run only `ids`)
+    targets = pick(everything, ids)
     options = RunOptions(
         scale=scale, cell_timeout=cell_timeout, timeout=timeout, force=force, record=record
     )
@@ -66,7 +67,7 @@ def reproduce(
         records = asyncio.run(
             _run_all(targets, layout, options, gpu_ok, say, max(1, jobs), events or _ignore)
         )
-    return write_manifest(layout, records, discover(root))
+    return write_manifest(layout, records, everything)
 
 
 def _ignore(_event: NotebookEvent) -> None:

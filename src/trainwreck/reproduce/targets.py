@@ -59,14 +59,21 @@ def discover(root: Path, ids: Iterable[str] | None = None) -> list[Target]:
             targets[path.stem] = Target(
                 path.stem, notebook, device, {"notebook": notebook, "device": device}
             )
+    return pick(list(targets.values()), ids)
+
+
+def pick(targets: list[Target], ids: Iterable[str] | None) -> list[Target]:
+    """The targets named by `ids` in that order (every target, by id, when none are named).
+    Raises ReproduceError naming the unknown ids."""
+    by_id = {t.id: t for t in targets}
     if ids:
         wanted = list(dict.fromkeys(ids))
-        unknown = [i for i in wanted if i not in targets]
+        unknown = [i for i in wanted if i not in by_id]
         if unknown:
-            known = ", ".join(sorted(targets)) or "none"
+            known = ", ".join(sorted(by_id)) or "none"
             raise ReproduceError(f"unknown id {', '.join(map(repr, unknown))} (known: {known})")
-        return [targets[i] for i in wanted]
-    return [targets[i] for i in sorted(targets)]
+        return [by_id[i] for i in wanted]
+    return [by_id[i] for i in sorted(by_id)]
 
 
 def notebook_file(root: Path, notebook: str) -> Path:

@@ -87,11 +87,20 @@ def pages_key(root: Path, docs_out: Path, manifest: dict[str, Any] | None) -> st
         .tree(root / "schemas", "*.json")
         .file(root / "mkdocs.yml")
         .environment(root / "mkdocs.yml")
-        .text(str(root), str(docs_out), manifest, library_versions("nh3", "markdown"))
+        .text(str(root), str(docs_out), _without_run_time(manifest))
+        .text(library_versions("nh3", "markdown"))
     )
     for path in _manifest_files(root, manifest):
         key.file(path)
     return key.hexdigest()
+
+
+def _without_run_time(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The manifest as the pages read it: when it was written is on no page, and a key over it
+    would make every build regenerate every page."""
+    if manifest is None:
+        return None
+    return {k: v for k, v in manifest.items() if k != "generated"}
 
 
 def cached_pages(root: Path, key: str, docs_out: Path) -> Pages | None:
