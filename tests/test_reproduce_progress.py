@@ -13,6 +13,10 @@ import pytest
 from trainwreck.engine.parallel import usable_cpus
 from trainwreck.reproduce.command import jobs_value
 from trainwreck.reproduce.progress import NotebookEvent, ProgressLine, previous_durations
+from trainwreck.reproduce.targets import discover
+from trainwreck.site.command import TerminalLines
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Clock:
@@ -39,7 +43,13 @@ def test_line_counts_estimates_and_keeps_cells_in_the_log() -> None:
     line.event(NotebookEvent("b", "running"))
     clock.now += 100
     line.event(NotebookEvent("c", "cached", 0.0))
-    assert shown[-1] == "2/4 notebooks, 3m10s elapsed, about 3m20s left; running b"
+    assert len(shown) == 1  # served from the cache: no line of its own
+    clock.now += 20
+    line.event(NotebookEvent("d", "running"))
+    line.event(NotebookEvent("d", "passed", 10.0))
+    assert shown[-1] == (
+        "3/4 notebooks (1 from the cache), 3m30s elapsed, about 1m30s left; running b"
+    )
     line.event(NotebookEvent("b", "failed", 120.0, "cell 3: AssertionError: no stall"))
     assert shown[-2] == "FAILED b: cell 3: AssertionError: no stall"
     assert "a: cell 1 (1/5 code cells, 0.1 s)" in log.getvalue().splitlines()
@@ -105,7 +115,7 @@ def test_build_shows_the_line_and_logs_the_cells(tmp_path: Path) -> None:
     assert _with_progress_line(steps, 1, fake_reproduce) == {"notebooks": []}
     assert said[0] == (
         "  2 notebooks; each cell's output: build/logs/reproduce.log; "
-        "the last run took 3 min of notebook time"
+        "3 min of notebook time by the last run's durations"
     )
     assert said[1].startswith("  1/2 notebooks, ") and said[1].endswith(", about 2m00s left")
     assert said[2].startswith("  2/2 notebooks, ")
@@ -126,3 +136,56 @@ def test_the_readme_and_the_repro_extra_cover_the_first_hour() -> None:
     readme = (root / "README.md").read_text()
     assert "trainwreck build -j auto" in readme and "23 min 35 s" in readme
     assert "trainwreck build --no-reproduce" in readme and "build/logs/reproduce.log" in readme
+
+
+def test_a_build_with_nothing_to_run_says_one_line() -> None:
+    shown: list[str] = []
+    line = ProgressLine(["a", "b", "c"], {"a": 60.0}, 2, io.StringIO(), shown.append, clock=Clock())
+    for notebook_id, status in (("a", "cached"), ("b", "skipped-needs-gpu"), ("c", "cached")):
+        line.event(NotebookEvent(notebook_id, status))
+    assert shown == ["3/3 notebooks (2 from the cache), 0s elapsed"]
+
+
+def test_a_fresh_clone_estimates_from_the_committed_durations(tmp_path: Path) -> None:
+    committed = tmp_path / "durations.json"
+    committed.write_text(json.dumps({"durations_s": {"a": 30.0, "b": 45.5, "c": "x"}}))
+    manifest = tmp_path / "manifest.json"
+    assert previous_durations(manifest, committed) == {"a": 30.0, "b": 45.5}
+    manifest.write_text(json.dumps({"notebooks": [{"id": "a", "duration_s": 12.0}]}))
+    assert previous_durations(manifest, committed) == {"a": 12.0, "b": 45.5}  # the last run wins
+
+
+def test_the_committed_durations_name_only_notebooks_that_exist() -> None:
+    data = json.loads((ROOT / "notebooks" / "durations.json").read_text(encoding="utf-8"))
+    known = {t.id for t in discover(ROOT) if t.device == "cpu"}
+    timed = set(data["durations_s"])
+    assert timed <= known, f"durations.json names notebooks that are gone: {timed - known}"
+    # (a new notebook without a duration is estimated at the median; most must be timed)
+    assert len(timed) >= 0.8 * len(known)
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_is_rewritten_in_place_only_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    screen = FakeTerminal()
+    say = TerminalLines(screen)
+    assert say.in_place
+    say("[2/5] reproduce")
+    say("\r  1/2 notebooks, 3s elapsed")
+    say("\r  2/2 notebooks, 9s elapsed")
+    say("  notebooks done (9.0 s)")
+    assert screen.getvalue() == (
+        "[2/5] reproduce\n\r\x1b[K  1/2 notebooks, 3s elapsed\r\x1b[K  2/2 notebooks, 9s elapsed"
+        "\n  notebooks done (9.0 s)\n"
+    )
+    log = io.StringIO()  # not a terminal: every line stands on its own
+    say = TerminalLines(log)
+    say("\r  1/2 notebooks, 3s elapsed")
+    say("done")
+    assert log.getvalue() == "  1/2 notebooks, 3s elapsed\ndone\n"

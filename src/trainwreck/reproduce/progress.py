@@ -2,8 +2,10 @@
 
 The runner reports each notebook's start and end (`NotebookEvent`); every other line it prints
 (each cell, heartbeats) goes to a log file instead of the terminal, and a failure is printed in
-full. The estimate comes from the previous run's durations in build/manifest.json, divided by
-the notebooks that run at once; a notebook with no previous duration counts as the median.
+full. The estimate comes from the previous run's durations in build/manifest.json (on a fresh
+clone, from the committed notebooks/durations.json), divided by the notebooks that run at once;
+a notebook with no previous duration counts as the median. Notebooks served from the cache or
+skipped make no line of their own.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 
 @dataclass(frozen=True)
@@ -30,18 +32,41 @@ class NotebookEvent:
 NotebookEvents = Callable[[NotebookEvent], None]
 
 
-def previous_durations(manifest: Path) -> dict[str, float]:
-    """Each notebook's duration in the last run (build/manifest.json), when it ran for real."""
+# What a notebook that did not run this time reports: it takes no time and makes no line.
+QUIET = frozenset({"cached", "skipped-needs-gpu", "not-reproducible", "recorded-gpu", "stale"})
+
+
+def previous_durations(manifest: Path, committed: Path | None = None) -> dict[str, float]:
+    """Each notebook's duration in the last run (build/manifest.json), when it ran for real;
+    a notebook the manifest does not time takes its duration from `committed` (the repository's
+    notebooks/durations.json, written by scripts/record_durations.py), so a fresh clone has an
+    estimate too."""
+    found: dict[str, float] = {}
+    if committed is not None:
+        found.update(_durations(_json(committed).get("durations_s"), by_id=True))
+    found.update(_durations(_json(manifest).get("notebooks"), by_id=False))
+    return found
+
+
+def _json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    found: dict[str, float] = {}
-    for record in data.get("notebooks", []) if isinstance(data, dict) else []:
-        seconds = record.get("duration_s") if isinstance(record, dict) else None
-        if isinstance(seconds, (int, float)) and seconds > 0 and isinstance(record.get("id"), str):
-            found[record["id"]] = float(seconds)
-    return found
+    return data if isinstance(data, dict) else {}
+
+
+def _durations(data: Any, *, by_id: bool) -> dict[str, float]:
+    pairs: list[tuple[Any, Any]] = []
+    if by_id and isinstance(data, dict):
+        pairs = list(data.items())
+    elif not by_id and isinstance(data, list):
+        pairs = [(r.get("id"), r.get("duration_s")) for r in data if isinstance(r, dict)]
+    return {
+        i: float(seconds)
+        for i, seconds in pairs
+        if isinstance(i, str) and isinstance(seconds, (int, float)) and seconds > 0
+    }
 
 
 def _clock(seconds: float) -> str:
@@ -76,6 +101,7 @@ class ProgressLine:
         self.started = clock()
         self.running: dict[str, float] = {}
         self.done: set[str] = set()
+        self.cached = 0
 
     def detail(self, line: str) -> None:
         """A line of the runner's own output: kept in the log, not shown."""
@@ -89,10 +115,14 @@ class ProgressLine:
         else:
             self.running.pop(event.id, None)
             self.done.add(event.id)
+            self.cached += event.status == "cached"
             if event.status == "failed":
                 self.say(f"FAILED {event.id}: {event.error or 'see the log'}")
-        if event.status == "running" and not self.in_place:
-            return  # (a log file or CI: one line per finished notebook)
+        if not self.in_place:
+            # (a log file or CI: one line per notebook that ran, and one at the end)
+            last = len(self.done) == len(self.ids)
+            if event.status == "running" or (event.status in QUIET and not last):
+                return
         self.say(("\r" if self.in_place else "") + self.status())
 
     def remaining(self) -> float | None:
@@ -112,7 +142,10 @@ class ProgressLine:
 
     def status(self) -> str:
         elapsed = self.clock() - self.started
-        line = f"{len(self.done)}/{len(self.ids)} notebooks, {_clock(elapsed)} elapsed"
+        line = f"{len(self.done)}/{len(self.ids)} notebooks"
+        if self.cached:
+            line += f" ({self.cached} from the cache)"
+        line += f", {_clock(elapsed)} elapsed"
         left = self.remaining()
         if left is not None and len(self.done) < len(self.ids):
             line += f", about {_clock(left)} left"

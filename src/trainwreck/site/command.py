@@ -39,10 +39,34 @@ def configure_build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site-dir", default=None, help="output folder (default: site/)")
 
 
-def run_build(args: argparse.Namespace) -> int:
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+class TerminalLines:
+    """The build's progress on stderr. A line that starts with "\r" is rewritten in place on a
+    terminal (the notebooks' one progress line) and printed as a line of its own elsewhere (a
+    log file, CI); the next ordinary line starts below it."""
 
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        isatty = getattr(stream, "isatty", None)
+        self.in_place = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        self.open = False  # a rewritten line is on screen, with no newline yet
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("\r"):
+            if self.in_place:
+                self.stream.write("\r\x1b[K" + line[1:])
+                self.stream.flush()
+                self.open = True
+                return
+            line = line[1:]
+        if self.open:
+            self.stream.write("\n")
+            self.open = False
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def run_build(args: argparse.Namespace) -> int:
+    say = TerminalLines(sys.stderr)
     try:
         summary = build(
             args.root,

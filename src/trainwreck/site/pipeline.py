@@ -227,14 +227,21 @@ def _with_progress_line(steps: _Steps, jobs: int, run_reproduce: Any) -> dict[st
     log_path = build / "logs" / "reproduce.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     ids = [t.id for t in discover(steps.root, None)]
-    estimates = previous_durations(build / "manifest.json")
+    estimates = previous_durations(
+        build / "manifest.json", steps.root / "notebooks" / "durations.json"
+    )
     known = sum(estimates.get(i, 0.0) for i in ids)
     steps.say(
         f"  {len(ids)} notebooks; each cell's output: {relative_to_root(log_path, steps.root)}"
-        + (f"; the last run took {known / 60:.0f} min of notebook time" if known else "")
+        + (f"; {known / 60:.0f} min of notebook time by the last run's durations" if known else "")
     )
     with open(log_path, "w", encoding="utf-8") as log:
-        line = ProgressLine(ids, estimates, jobs, log, lambda s: steps.say(f"  {s}"))
+
+        def say(line: str) -> None:  # indented under the step; "\r" (rewrite in place) first
+            steps.say(f"\r  {line[1:]}" if line.startswith("\r") else f"  {line}")
+
+        in_place = bool(getattr(steps.say, "in_place", False))
+        line = ProgressLine(ids, estimates, jobs, log, say, in_place=in_place)
         return run_reproduce(  # type: ignore[no-any-return]
             steps.root, None, jobs=jobs, progress=line.detail, events=line.event
         )
