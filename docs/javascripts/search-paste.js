@@ -1,11 +1,14 @@
 // Pasted error lines hold characters that the search engine (lunr) reads as query syntax: a
 // leading "-" means "must not contain" ("code: -98", "exitcode: -6"), "+" means "must contain",
-// "~" and "^" ask for fuzzy matches and boosts, and "a:b" restricts term b to a field named a:
-// a timestamp such as 09:00:12 then matches nothing at all (colons between digits become spaces). A pasted line would then exclude the
-// very page that prints it. Rewrite them as spaces before the theme's search reads the box.
+// "~" and "^" ask for fuzzy matches and boosts, and a colon makes the word before it a field
+// name: in the "name: number" pairs logs are full of ("exitcode: -9", "local_rank: 0", "pid:
+// 4188", a timestamp's 09:00:12) the names that say what failed are lost. A pasted line would
+// then miss, or exclude, the very page that prints it. Rewrite them as spaces before the theme's
+// search reads the box. (A colon before a word is left alone: as a field query it drops only
+// the word before it, and such lines rank better that way than with every word.)
 (function () {
   "use strict";
-  var SYNTAX = /(^|\s)[-+]+(?=\S)|[~^]|(?<=\d):(?=\d)/g;
+  var SYNTAX = /(^|\s)[-+]+(?=\S)|[~^]|:(?=\s*[-+]?\d)/g;
   document.addEventListener("input", function (event) {
     var box = event.target;
     if (!box || !box.matches || !box.matches("input.md-search__input")) return;
