@@ -239,3 +239,27 @@ def test_diagnose_imports_no_dask_until_asked():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_big_job_is_reported_by_groups_of_ranks_and_tails_first(job, capsys):
+    failing = failing_rank(RANKS)
+    code = main(
+        ["diagnose", str(job), "--no-installed", "--tail-first", "0.01", "--root", str(ROOT)]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    quick, full = out.split("\n\n2 finding(s) in 256 file(s)", 1)
+    summary = (
+        f"{RANKS - 1} ranks report Collective timeout: Watchdog caught collective operation "
+        f"timeout (a rank never joined); rank {failing} failed first with DataLoader worker"
+    )
+    assert quick.startswith(f"Quick verdict from the last 0.01 MB of {RANKS} log(s);")
+    assert summary in quick and summary in full.splitlines()[1]
+    assert f"ranks: {RANKS - 1} ranks: 0-{failing - 1}, {failing + 1}-{RANKS - 1}; " in full
+
+
+def test_rank_ranges_name_runs_of_consecutive_ranks():
+    from trainwreck.formats import rank_ranges
+
+    assert rank_ranges([5, 0, 1, 2, 4090, 4091, 7, "node-2"]) == "0-2, 5, 7, 4,090-4,091, node-2"
+    assert rank_ranges([]) == ""

@@ -432,9 +432,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainwreck.scaleout.command import PartialScanner, report_partial, scanner_of
+    from trainwreck.scaleout import command as scaleout
 
-    scanner = scanner_of(args)
+    scanner = scaleout.scanner_of(args)
+    scaleout.print_quick_verdict(args)
     try:
         report = diagnose(
             args.paths,
@@ -447,8 +448,8 @@ def run(args: argparse.Namespace) -> int:
             rank_from=args.rank_from,
             scanner=scanner,
         )
-        if isinstance(scanner, PartialScanner):
-            return report_partial(scanner)
+        if isinstance(scanner, scaleout.PartialScanner):
+            return scaleout.report_partial(scanner)
         for warning in report.warnings:
             print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]

@@ -74,6 +74,13 @@ def scan_task(digest: str, task: parallel.Task, budget: int) -> bytes:
     return partial.dump(result, digest, ranges)
 
 
+def _peak_rss_mib() -> float:
+    """This worker process's peak resident memory so far (MiB; Linux counts KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _opened(source: Any) -> Any:
     """A local path as it is; a URL opened through fsspec (a binary stream)."""
     if isinstance(source, str) and "://" in source:
@@ -126,6 +133,7 @@ class DaskScanner:
         self.workers = workers
         self.processes = processes
         self.retries = retries
+        self.peak_rss_mib: dict[str, float] = {}  # per worker, after a scan (the benchmark)
 
     def expand(self, urls: list[str]) -> Inputs:
         return expand_urls(urls)
@@ -152,7 +160,9 @@ class DaskScanner:
             raise UsageError("--dask reads files and URLs only (not stdin or streams)")
         client, cluster = self._client()
         try:
-            return self._scan(client, engine, rules, inputs), inputs
+            result = self._scan(client, engine, rules, inputs)
+            self.peak_rss_mib = client.run(_peak_rss_mib)
+            return result, inputs
         finally:
             client.close()
             if cluster is not None:

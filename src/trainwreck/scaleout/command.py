@@ -81,6 +81,34 @@ def add_diagnose_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="workers of the local Dask cluster (default: one per usable CPU)",
     )
+    parser.add_argument(
+        "--tail-first",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="first print a quick verdict from the last MB of every log, then the full report",
+    )
+
+
+def print_quick_verdict(args: argparse.Namespace) -> None:
+    """--tail-first: the tails' verdict, on stdout before a text report (stderr otherwise)."""
+    if args.tail_first is None:
+        return
+    if args.tail_first <= 0:
+        raise UsageError(f"--tail-first {args.tail_first:g}: the megabytes must be more than 0")
+    from trainwreck.scaleout.tail import quick_verdict
+
+    lines = quick_verdict(
+        args.paths,
+        args.tail_first,
+        root=args.root,
+        rules=args.rules,
+        use_installed=not args.no_installed,
+        only=set(args.rule) if args.rule else None,
+    )
+    out = sys.stdout if args.format == "text" and not args.partial else sys.stderr
+    out.write("\n".join(lines) + "\n")
+    out.flush()
 
 
 def scanner_of(args: argparse.Namespace) -> Any:
