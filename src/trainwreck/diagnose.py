@@ -449,7 +449,7 @@ def run(args: argparse.Namespace) -> int:
             scanner=scanner,
         )
         if isinstance(scanner, scaleout.PartialScanner):
-            return scaleout.report_partial(scanner)
+            return scaleout.report_partial(scanner, report)
         for warning in report.warnings:
             print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]

@@ -45,9 +45,6 @@ SUFFIX = ".state"
 STATE_MEMBER = "state.json"
 SERIES_MEMBER = "series.npy"
 
-# A byte range (start, end) of a file scanned in parts, or None for a whole file.
-Range = "tuple[int, int] | None"
-
 
 class StateError(UsageError):
     """A scan state that cannot be read or merged (one line, naming the file)."""

@@ -130,9 +130,18 @@ def scanner_of(args: argparse.Namespace) -> Any:
     return None
 
 
-def report_partial(scanner: PartialScanner) -> int:
+def report_partial(scanner: PartialScanner, report: Any) -> int:
+    """What --partial tells instead of a report: what it saved, skipped and left out."""
     result = scanner.result
     assert result is not None
+    for warning in report.warnings:
+        print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
+    if report.stats.files > len(result.files):  # Flight Recorder or stack dumps
+        print(
+            f"trainwreck: warning: {report.stats.files - len(result.files):,} hang dump(s) "
+            "are not part of a scan state: diagnose them directly",
+            file=sys.stderr,
+        )
     print(
         f"trainwreck: saved the scan state of {len(result.files):,} file(s), "
         f"{result.lines:,} lines to {report_text(scanner.out)}",
