@@ -263,3 +263,24 @@ def test_rank_ranges_name_runs_of_consecutive_ranks():
 
     assert rank_ranges([5, 0, 1, 2, 4090, 4091, 7, "node-2"]) == "0-2, 5, 7, 4,090-4,091, node-2"
     assert rank_ranges([]) == ""
+
+
+def test_fsspec_urls_are_read_on_dask_and_a_missing_backend_is_one_line(job, rule_set):
+    from trainwreck.errors import UsageError
+    from trainwreck.scaleout.cluster import expand_urls
+
+    names = [f"rank{r}.log" for r in (0, 1, failing_rank(RANKS), 200)]
+    serial = report_json(diagnose([str(job / n) for n in names], ROOT, rule_set=rule_set, jobs=1))
+    urls = [(job / n).as_uri() for n in names]
+    on_dask = report_json(diagnose(urls, ROOT, rule_set=rule_set, scanner=dask_scanner()))
+
+    def seen(report: dict[str, Any]) -> list[Any]:
+        return [
+            (f["entry"], f["initiating_rank"], f["ranks"], [e["line"] for e in f["evidence"]])
+            for f in report["findings"]
+        ]
+
+    assert seen(on_dask) == seen(serial) and on_dask["stats"]["files"] == 4
+    assert on_dask["findings"][0]["evidence"][0]["file"].startswith("file://")
+    with pytest.raises(UsageError, match=r"^nosuch://bucket/x: Protocol not known: nosuch$"):
+        expand_urls(["nosuch://bucket/x"])
