@@ -12,7 +12,8 @@ Layers, lowest first; a module may import its own layer and the ones below, neve
    and which imports only the base;
 4. stages: check, reproduce, compile (compile/: the bundle, the wheel, finding rule packs),
    diagnose (with its output formats, formats.py), explain, rules (rule_list), new (scaffold),
-   probe, export (alert rule files for Loki and Prometheus), memory (the allocator replay:
+   probe, export (alert rule files for Loki and Prometheus), scaleout (partial scan states
+   merged, the scan on Dask), memory (the allocator replay:
    imports the base layer only, never torch);
 5. pipelines: build (site), review and the MCP server (mcp), which drive several stages;
 6. the command line (cli, __main__).
@@ -52,6 +53,8 @@ STAGES = {
     "probe",
     "export",
     "memory",
+    "scaleout",
+    "inputs",
 }
 PIPELINES = {"site", "review", "mcp"}
 # Optional dependencies (extras) and the only modules that may import them: the core install
@@ -59,6 +62,9 @@ PIPELINES = {"site", "review", "mcp"}
 OPTIONAL_IMPORTS = {
     "mcp": {"mcp.server"},
     "prometheus_client": {"probe.prometheus"},
+    "dask": {"scaleout.cluster"},
+    "distributed": {"scaleout.cluster"},
+    "fsspec": {"scaleout.cluster"},
 }
 COMMAND_LINE = {"cli", "__main__"}
 LAYER_NAMES = ("base", "rules", "engine", "knowledge", "stages", "pipelines", "command line")

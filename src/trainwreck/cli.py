@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("trainwreck.reproduce", "execute reproduction notebooks (cached)"),
     "compile": ("trainwreck.compile.command", "validate rules and build the rule bundle and wheel"),
     "diagnose": ("trainwreck.diagnose", "diagnose training logs offline"),
+    "merge": (
+        "trainwreck.scaleout.command",
+        "report on scan states saved by diagnose --partial, as one scan of all their logs",
+    ),
     "explain": ("trainwreck.explain", "show why one rule did or did not fire on a log"),
     "rules": (
         "trainwreck.rule_list",
@@ -63,6 +67,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "trainwreck diagnose logs/",
         "trainwreck diagnose rank*.log --format markdown",
         "kubectl logs job/train | trainwreck diagnose -",
+        "trainwreck diagnose --partial node3.state /logs/node3/   # merged by trainwreck merge",
+        "trainwreck diagnose --dask tcp://scheduler:8786 /shared/job-1234/",
+    ),
+    "merge": (
+        "trainwreck merge node*.state",
+        "trainwreck merge --format json node0.state node1.state",
     ),
     "explain": (
         "trainwreck explain train.log cuda-oom-capacity-oom",

@@ -12,9 +12,7 @@ from a checkout): never torch, jupyter or mkdocs, so it runs on a bare ops machi
 from __future__ import annotations
 
 import argparse
-import glob
 import math
-import os
 import re
 import sys
 import time
@@ -30,10 +28,10 @@ from trainwreck.compile.packs import RuleSet, resolve
 from trainwreck.engine.detectors import rank_sort_key
 from trainwreck.engine.measured import measured
 from trainwreck.engine.parallel import usable_cpus
-from trainwreck.engine.sources import special_kind
 from trainwreck.errors import InternalError, NothingRead, UsageError
 from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, Stats, Suggestion
 from trainwreck.forensics import report as hang
+from trainwreck.inputs import expand_inputs
 from trainwreck.knowledge import KnowledgeBase, relations
 from trainwreck.rules.rule import Rule, read_rules
 from trainwreck.sanitize import report_text
@@ -48,74 +46,6 @@ EXIT_CODES_HELP = (
     "exit status: 0 when nothing is found, 1 with findings, 2 on usage errors, "
     "3 when no input could be read, 4 on an internal error"
 )
-
-
-# --- inputs -------------------------------------------------------------------------------------
-
-
-def expand_inputs(
-    paths: list[str], skipped: list[Skipped] | None = None, streams: list[Any] | None = None
-) -> tuple[list[tuple[str, Any]], list[str]]:
-    """(display, source) for every file to read, and the arguments that named nothing.
-
-    Inside folders and globs, special files (FIFOs, sockets, devices) and unreadable folders are
-    left out and added to `skipped`; a special file named as an argument (`<(zcat x.gz)`) is read
-    as a stream."""
-    inputs: list[tuple[str, Any]] = list(streams or [])  # (name, stream) of logs held in memory
-    missing: list[str] = []
-    seen: set[str] = set()
-    skipped = [] if skipped is None else skipped
-
-    def add(display: str, source: Any) -> None:
-        key = os.path.realpath(source) if isinstance(source, str) and source != "-" else display
-        if key in seen:
-            return
-        seen.add(key)
-        inputs.append((display, source))
-
-    def add_found(full: str) -> None:
-        kind = special_kind(full)
-        if kind is None:
-            add(full, full)
-        else:
-            skipped.append(Skipped(full, f"not a regular file ({kind}); skipped"))
-
-    def unreadable(error: OSError) -> None:
-        where = error.filename if error.filename is not None else "?"
-        skipped.append(Skipped(str(where), f"unreadable folder: {error.strerror or error}", True))
-
-    for item in paths:
-        if item == "-":
-            add("<stdin>", "-")
-            continue
-        path = Path(item)
-        if path.is_dir():
-            for folder, dirs, files in os.walk(path, onerror=unreadable):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if name.startswith("."):
-                        continue
-                    add_found(os.path.join(folder, name))
-        elif path.is_file():
-            add(item, item)
-        elif any(ch in item for ch in "*?["):
-            matches = sorted(glob.glob(item, recursive=True))
-            files = [m for m in matches if not os.path.isdir(m)]
-            for folder in (m for m in matches if os.path.isdir(m)):
-                for sub, dirs, names in os.walk(folder, onerror=unreadable):
-                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                    files.extend(
-                        os.path.join(sub, n) for n in sorted(names) if not n.startswith(".")
-                    )
-            if not files:
-                missing.append(item)
-            for match in files:
-                add_found(match)
-        elif path.exists():
-            add(item, item)  # a FIFO or device: read as a stream
-        else:
-            missing.append(item)
-    return inputs, missing
 
 
 # --- findings -------------------------------------------------------------------------------------
@@ -276,6 +206,7 @@ def diagnose(
     kb: KnowledgeBase | None = None,
     streams: list[tuple[str, Any]] | None = None,  # (name, binary stream): logs held in memory
     rank_from: str | None = None,
+    scanner: Any = None,
 ) -> Report:
     """Diagnose logs. `paths`: files, folders, globs, .gz files or "-" for stdin.
 
@@ -286,6 +217,10 @@ def diagnose(
     `kb`: the checkout's knowledge base when the caller has it (read only on a cache miss).
     Flight Recorder and stack dumps among the inputs go to trainwreck.forensics (`rank_from`: a
     regex whose first group is the rank in a dump's path).
+    `scanner` (scale-out: scaleout.command): scans instead of the engine, through its
+    `scan(engine, rules, inputs) -> (ScanResult, inputs its file ids name)`, `rules` the
+    bundle mappings of the engine's rules; its `expand(urls)` gives the inputs of the arguments
+    that are URLs (fsspec).
     Raises UsageError for paths that name nothing, or when there are no rules.
     """
     started = time.perf_counter()
@@ -305,7 +240,9 @@ def diagnose(
             "no rules to run: install a rule pack (the wheel `trainwreck compile` writes to dist/), run in a checkout, or pass --rules"
         )
     skipped_inputs: list[Skipped] = []
-    inputs, missing = expand_inputs(paths, skipped_inputs, streams)
+    urls = [p for p in paths if "://" in p] if scanner is not None else []
+    inputs, missing = expand_inputs([p for p in paths if p not in urls], skipped_inputs, streams)
+    inputs += scanner.expand(urls) if urls else []
     if missing:
         raise UsageError("no such file or folder: " + ", ".join(map(report_text, missing)))
     if not inputs and not any(s.unread for s in skipped_inputs):
@@ -325,8 +262,31 @@ def diagnose(
     if engine is None:
         raise UsageError("no usable rules (see the warnings)")
     selected = engine.rules
-    scan = engine.scan(inputs, jobs=jobs)
+    if scanner is None:
+        scan = engine.scan(inputs, jobs=jobs)
+    else:  # (the inputs whose text evidence is read from may differ: merge reads states)
+        by_id = {rule["id"]: rule for rule in rule_set.rules}
+        scan, inputs = scanner.scan(engine, [by_id[rule.id] for rule in selected], inputs)
     scan.skipped[:0] = skipped_inputs
+    return report_of(
+        scan, engine, rule_set, inputs, warnings, root_path, started, dumps, rank_pattern
+    )
+
+
+def report_of(
+    scan: eng.ScanResult,
+    engine: eng.Engine,
+    rule_set: RuleSet,
+    inputs: list[tuple[str, Any]],
+    warnings: list[str],
+    root_path: Path,
+    started: float,
+    dumps: list[tuple[str, Any]] | None = None,
+    rank_pattern: re.Pattern[str] | None = None,
+) -> Report:
+    """The report of a finished scan: its rules evaluated, findings built and ranked (with the
+    hang dumps' findings), evidence read from `inputs` (by file id)."""
+    selected, dumps = engine.rules, dumps or []
     outcomes = []
     for run in scan.runs:
         try:
@@ -466,9 +426,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="the rank of a Flight Recorder or stack dump: the first group of REGEX in its path "
         "(default: the dump's own field, else the file name's last number)",
     )
+    from trainwreck.scaleout.command import add_diagnose_options
+
+    add_diagnose_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainwreck.scaleout import command as scaleout
+
+    scanner = scaleout.scanner_of(args)
+    scaleout.print_quick_verdict(args)
     try:
         report = diagnose(
             args.paths,
@@ -479,7 +446,10 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             kb=KnowledgeBase.load(args.root),
             rank_from=args.rank_from,
+            scanner=scanner,
         )
+        if isinstance(scanner, scaleout.PartialScanner):
+            return scaleout.report_partial(scanner, report)
         for warning in report.warnings:
             print(f"trainwreck: warning: {report_text(warning)}", file=sys.stderr)
         report.findings = [f for f in report.findings if f.confidence >= args.min_confidence]

@@ -192,7 +192,7 @@ def explain_all(
 ) -> list[Explanation]:
     """Why each rule `wanted` names (a rule id, or an entry id: all its rules) did or did not
     fire on the logs. Raises UsageError on bad input, with the close ids for an unknown one."""
-    from trainwreck.diagnose import expand_inputs
+    from trainwreck.inputs import expand_inputs
     from trainwreck.rule_list import load_rules, pick_rules
 
     chosen = pick_rules(
@@ -463,9 +463,9 @@ def _flight_recorder(args: argparse.Namespace) -> int:
     hang's culprit or cause, 1 when they show none, 3 when no dump could be read."""
     import re
 
-    from trainwreck.diagnose import expand_inputs
     from trainwreck.errors import NothingRead
     from trainwreck.forensics import report, table
+    from trainwreck.inputs import expand_inputs
 
     if len(args.args) < 2:
         raise UsageError("explain flight-recorder needs DUMP... (dump files or folders)")

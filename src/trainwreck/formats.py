@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -58,9 +58,31 @@ def _fix_head(fix: Mapping[str, Any]) -> str:
     return str(fix["title"]) + (f" (when: {when.rstrip('.')})" if when else "")
 
 
+GROUP_RANKS = 16  # a finding on more ranks than this shows them as ranges, with their count
+
+
+def rank_ranges(ranks: Sequence[Any]) -> str:
+    """Ranks as ranges of consecutive numbers ("0-136, 138-4,095"), then any host labels."""
+    numbers = sorted({r for r in ranks if isinstance(r, int) and not isinstance(r, bool)})
+    spans: list[str] = []
+    start = previous = None
+    for number in [*numbers, None]:
+        if start is not None and (number is None or number != previous + 1):
+            spans.append(f"{start:,}" if start == previous else f"{start:,}-{previous:,}")
+            start = None
+        if start is None:
+            start = number
+        previous = number
+    spans += [str(r) for r in ranks if not isinstance(r, int) or isinstance(r, bool)]
+    return ", ".join(spans)
+
+
 def _ranks(finding: Finding) -> str:
-    """Ranks and the initiating one, said once; "" when the log names no rank."""
+    """Ranks and the initiating one, said once; "" when the log names no rank. Past
+    GROUP_RANKS ranks, their count and ranges (a large job's thousands of ranks)."""
     ranks = ", ".join(str(r) for r in finding.ranks)
+    if len(finding.ranks) > GROUP_RANKS:
+        ranks = f"{len(finding.ranks):,} ranks: {rank_ranges(finding.ranks)}"
     initiating = finding.initiating_rank
     if initiating is None:
         return ranks
@@ -81,6 +103,7 @@ def format_text(report: Report, verbose: bool = False) -> str:
         f"{stats.rules} rules"
     )
     lines.append(head)
+    lines += job_summary(report)
     if report.nothing_read:
         lines.append("No input could be read (see Skipped).")
     elif not report.findings:
@@ -102,6 +125,23 @@ def format_text(report: Report, verbose: bool = False) -> str:
         for item in report.skipped:
             lines.append(f"  {_t(item.file)}: {_t(item.reason)}")
     return "\n".join(lines) + "\n"
+
+
+def job_summary(report: Report) -> list[str]:
+    """For a job of many ranks, one line first: how many ranks report each crowded finding,
+    and which rank failed first with what ("4,091 ranks report ...; rank 1,377 failed first
+    with ..."); nothing for a small job."""
+    crowded = [f for f in report.findings if len(f.ranks) > GROUP_RANKS]
+    if not crowded:
+        return []
+    first = report.findings[0]
+    said = [f"{len(f.ranks):,} ranks report {f.title}" for f in crowded if f is not first]
+    initiating = first.initiating_rank
+    if isinstance(initiating, int) and not isinstance(initiating, bool):
+        said.append(f"rank {initiating:,} failed first with {first.title}")
+    elif first in crowded:
+        said.insert(0, f"{len(first.ranks):,} ranks report {first.title}")
+    return [_t("; ".join(said) + ".")]
 
 
 def _finding_text(finding: Finding, verbose: bool) -> list[str]:
