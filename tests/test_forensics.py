@@ -221,3 +221,11 @@ def test_stacks_alone_point_at_the_rank_that_is_elsewhere():
     assert found.traces == 0 and found.stacks.minority == (2,)
     conclusion = report.conclude(found)
     assert conclusion.ranks == (2,) and "load_batch" in conclusion.look_at
+
+
+def test_coloured_py_spy_output_reads_like_plain_output():
+    plain = (HANG / "pyspy" / "pyspy_rank_2.txt").read_text()
+    coloured = re.sub(r"^(\s+)(\S+) \(", "\\1\x1b[32m\\2\x1b[0m (", plain, flags=re.M)
+    coloured = coloured.replace("Process ", "Process \x1b[33m\x1b[1m", 1)
+    assert coloured != plain and stacks.sniff_stack(coloured) == "py-spy"
+    assert stacks.parse_stacks(coloured, "c", 2) == stacks.parse_stacks(plain, "c", 2)
