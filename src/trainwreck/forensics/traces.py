@@ -175,11 +175,21 @@ def _one_group(entries: list[Any]) -> str | None:
     if (
         not isinstance(first, (list, tuple))
         or not first
+        or not first[0]  # unnamed groups are told apart by pg_id (_group_key)
         or groups.count(first) != len(groups)
         or any(flags)
     ):
         return None
     return str(first[0])
+
+
+def _group_key(entry: dict[str, Any]) -> str:
+    """The group an entry belongs to: its process group's name; by pg_id when it has none
+    (torch 2.13 names the default group "" and, under TORCH_DISTRIBUTED_DEBUG=DETAIL, the
+    wrapper's helper group "" too: one name, two groups with their own sequence ids)."""
+    group = entry.get("process_group")
+    name = str(group[0]) if isinstance(group, (list, tuple)) and group else ""
+    return name or f"pg_id {entry.get('pg_id', '?')}"
 
 
 def _split(entries: list[Any]) -> tuple[dict[str, list[dict[str, Any]]], list[Record]]:
@@ -190,12 +200,7 @@ def _split(entries: list[Any]) -> tuple[dict[str, list[dict[str, Any]]], list[Re
         if entry.get("is_p2p"):
             p2p.append(Record.from_dict(entry))
             continue
-        group = entry.get("process_group")
-        key = (
-            str(group[0])
-            if isinstance(group, (list, tuple)) and group
-            else str(entry.get("pg_id", ""))
-        )
+        key = _group_key(entry)
         items = per_group.get(key)
         if items is None:
             items = per_group[key] = []
