@@ -127,3 +127,34 @@ def test_explain_on_nothing_readable_exits_3(tmp_path):
     done = explain(str(tmp_path))
     assert done.returncode == 3 and "Traceback" not in done.stderr
     assert "skipped:" in done.stdout
+
+
+TIMEOUT_RUN = ROOT / "tests" / "forensics" / "timeout-gloo"
+
+
+def test_the_timeout_notebooks_real_dumps_name_rank_0_the_all_reduce_and_its_evaluation():
+    # Written by notebooks/nccl-collective-timeout.ipynb: rank 0 evaluates alone past gloo's
+    # timeout; py-spy's output is coloured there (the Jupyter kernel sets CLICOLOR_FORCE).
+    assert "\x1b[" in (TIMEOUT_RUN / "py-spy" / "rank0.txt").read_text()
+    report = diagnose(
+        [str(TIMEOUT_RUN / "flight-recorder"), str(TIMEOUT_RUN / "py-spy")],
+        ROOT,
+        use_installed=False,
+    )
+    (finding,) = report.findings
+    assert finding.entry == "nccl-collective-timeout" and finding.initiating_rank == 0
+    assert finding.notes[0].startswith(
+        "look at rank 0: never issued #17 all_reduce sizes [[64, 64]]"
+    )
+    assert "its stack is at main (train.py:70) ... evaluate (train.py:31)" in finding.notes[0]
+    assert {(Path(e.file).name, e.part) for e in finding.evidence} == {
+        ("nccl_trace_rank_0", "dump"),
+        ("rank0.txt", "stack"),
+    }
+
+
+def test_the_timeout_notebooks_logs_and_dumps_make_one_finding_on_rank_0():
+    report = diagnose([str(TIMEOUT_RUN)], ROOT, use_installed=False)
+    hang = [f for f in report.findings if f.entry == "nccl-collective-timeout"]
+    assert len(hang) == 1 and hang[0].initiating_rank == 0
+    assert "flight-recorder" in hang[0].rules and len(hang[0].rules) > 1

@@ -221,3 +221,68 @@ def test_stacks_alone_point_at_the_rank_that_is_elsewhere():
     assert found.traces == 0 and found.stacks.minority == (2,)
     conclusion = report.conclude(found)
     assert conclusion.ranks == (2,) and "load_batch" in conclusion.look_at
+
+
+def test_coloured_py_spy_output_reads_like_plain_output():
+    plain = (HANG / "pyspy" / "pyspy_rank_2.txt").read_text()
+    coloured = re.sub(r"^(\s+)(\S+) \(", "\\1\x1b[32m\\2\x1b[0m (", plain, flags=re.M)
+    coloured = coloured.replace("Process ", "Process \x1b[33m\x1b[1m", 1)
+    assert coloured != plain and stacks.sniff_stack(coloured) == "py-spy"
+    assert stacks.parse_stacks(coloured, "c", 2) == stacks.parse_stacks(plain, "c", 2)
+
+
+def _collective(pg_id: int, seq: int, created_ns: int) -> dict:
+    return {
+        "record_id": seq,
+        "pg_id": pg_id,
+        "process_group": ("", ""),  # torch 2.13's default group, and DETAIL's helper group
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "profiling_name": "gloo:all_reduce" if pg_id == 0 else "gloo:all_gather",
+        "input_sizes": [[32, 32]] if pg_id == 0 else [[8]],
+        "output_sizes": [[32, 32]] if pg_id == 0 else [[8]],
+        "input_dtypes": ["Float"],
+        "output_dtypes": ["Float"],
+        "state": "completed",
+        "retired": True,
+        "time_created_ns": created_ns,
+        "timeout_ms": 5000,
+        "is_p2p": False,
+    }
+
+
+def _write(folder: Path, rank: int, entries: list[dict]) -> None:
+    dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
+    (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+
+
+def test_unnamed_groups_are_told_apart_by_pg_id(tmp_path):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL on torch 2.13 gloo: the default group and the wrapper's
+    # helper group are both named "", each with its own sequence ids.
+    for rank in range(2):
+        main = [_collective(0, seq, seq * 10**9) for seq in range(1, 5 - rank)]
+        helper = [_collective(1, seq, seq * 10**9) for seq in range(1, 20)]
+        _write(tmp_path, rank, main + helper)
+    found = report.analyse([(str(p), str(p)) for p in sorted(tmp_path.iterdir())])
+    by_name = {g.name: g for g in found.groups}
+    assert set(by_name) == {"pg_id 0", "pg_id 1"}
+    assert [c.rank for c in by_name["pg_id 0"].culprits] == [1]
+    assert by_name["pg_id 0"].diverging_op.startswith("#4 all_reduce")
+    assert not by_name["pg_id 1"].culprits
+
+
+@pytest.mark.parametrize(("lag_ns", "late"), [(2_000, False), (40_000_000, True)])
+def test_a_rank_is_late_only_when_it_is_milliseconds_behind(tmp_path, lag_ns, late):
+    for rank in range(2):
+        entries = [_collective(0, s, s * 10**9 + rank * lag_ns) for s in range(1, 30)]
+        _write(tmp_path, rank, entries)
+    found = report.analyse([(str(p), str(p)) for p in sorted(tmp_path.iterdir())])
+    (group,) = found.groups
+    assert (group.late is not None) == late
+    if late:
+        assert (
+            group.late.rank == 1 and group.late.lag_ms == 20.0
+        )  # half of 40 ms from the median of two
+        assert report.conclude(found).ranks == (1,)
+    else:
+        assert report.conclude(found) is None

@@ -33,6 +33,7 @@ from trainwreck.findings import Competing, Evidence, Finding, Report, Skipped, S
 from trainwreck.forensics import report as hang
 from trainwreck.inputs import expand_inputs
 from trainwreck.knowledge import KnowledgeBase, relations
+from trainwreck.memory.advice import replay_notes
 from trainwreck.rules.rule import Rule, read_rules
 from trainwreck.sanitize import report_text
 
@@ -100,7 +101,7 @@ def build_findings(
                 verify=tuple(summary.get("verify", [])),
                 url=summary.get("url", ""),
                 why=tuple(reasons),
-                notes=tuple(note for outcome in group for note in outcome.notes),
+                notes=(*(n for o in group for n in o.notes), *replay_notes(entry_id)),
                 detectors={
                     f"{o.rule.id}:{name}": {k: _clean(v) for k, v in result.outputs.items()}
                     for o in group

@@ -25,6 +25,8 @@ from trainwreck.forensics.traces import GroupTrace, RankTrace, Signatures
 
 MAX_CULPRITS = 16  # culprits described in full; the rest are counted
 LATE_SHARE = 0.5  # a rank last to join in more than this share of collectives is reported
+LATE_MIN_MS = 1.0  # and only when it is that far behind (median): with two ranks one is
+# always last, by microseconds
 LATE_MIN = 4  # collectives needed before lateness means anything
 
 
@@ -207,6 +209,8 @@ def _late(members: list[tuple[int, GroupTrace]], window: tuple[int, int]) -> Lat
     if counts[row] <= LATE_SHARE * times.shape[1]:
         return None
     lag = (times[row] - np.median(times, axis=0)) / 1e6
+    if float(np.median(lag)) < LATE_MIN_MS:
+        return None
     return Late(
         members[row][0], int(counts[row]), int(times.shape[1]), round(float(np.median(lag)), 3)
     )

@@ -13,7 +13,6 @@ no pickle handed in can name a callable, and REDUCE / BUILD have nothing to call
 from __future__ import annotations
 
 import functools
-import io
 import json
 import pickle
 import re
@@ -59,6 +58,34 @@ class SafeUnpickler(pickle.Unpickler):
         raise Refused("refused a persistent id (dumps are data only)")
 
 
+class _WholeBuffer:
+    """The bytes of a dump as the file SafeUnpickler reads: `peek` hands the C unpickler all of
+    it at once (_pickle.c prefetches through peek), so it parses from memory as fast as
+    `pickle.loads`; through io.BytesIO it measured twice as slow."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._at = 0
+
+    def peek(self, size: int = 0) -> bytes:
+        return self._data[self._at :]
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._data) if size < 0 else min(self._at + size, len(self._data))
+        chunk = self._data[self._at : end]
+        self._at = end
+        return chunk
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self.read(len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+    def readline(self) -> bytes:
+        newline = self._data.find(b"\n", self._at)
+        return self.read(-1 if newline < 0 else newline + 1 - self._at)
+
+
 def load_bytes(data: bytes, file: str) -> dict[str, Any]:
     """The dump's mapping, from pickle or JSON bytes; DumpError with a reason otherwise."""
     kind = sniff(data[:SNIFF_BYTES])
@@ -67,7 +94,7 @@ def load_bytes(data: bytes, file: str) -> dict[str, Any]:
             "not a Flight Recorder dump (neither a pickle nor JSON with entries)", file=file
         )
     try:
-        raw = SafeUnpickler(io.BytesIO(data)).load() if kind == "pickle" else json.loads(data)
+        raw = SafeUnpickler(_WholeBuffer(data)).load() if kind == "pickle" else json.loads(data)
     except Refused as exc:
         raise DumpError(f"pickle refused: {exc}", file=file) from None
     except (
@@ -286,7 +313,7 @@ class Dump:
             group_ranks=groups,
             status=status,
             records=typed,
-            bad_entries=sum(not isinstance(e, dict) for e in entries),
+            bad_entries=len(entries) - list(map(type, entries)).count(dict),
         )
 
 

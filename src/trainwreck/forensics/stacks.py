@@ -35,6 +35,9 @@ _PYSPY_THREAD = re.compile(
 )
 _PYSPY_FRAME = re.compile(r"^\s+(?P<name>\S.*?) \((?P<file>.*):(?P<line>\d+)\)\s*$")
 _PYSPY_PROCESS = re.compile(r"^Process \d+: ")
+# py-spy colours its output when CLICOLOR_FORCE is set, as Jupyter kernels set it for their
+# children: SGR escapes are dropped before reading (they never span a newline).
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 _LIBRARY = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ")
 
 
@@ -87,7 +90,7 @@ class StackDump:
 
 def sniff_stack(head: str) -> str | None:
     """ "py-spy" or "faulthandler" when a text opens as a stack dump."""
-    for line in head.splitlines()[:8]:
+    for line in _SGR.sub("", head).splitlines()[:8]:
         if not line.strip():
             continue
         if _FAULTHANDLER_THREAD.match(line) or line.startswith("Fatal Python error"):
@@ -108,7 +111,7 @@ def parse_stacks(text: str, file: str, rank: int | None) -> StackDump | None:
         if ident:
             threads.append(Thread(ident, name, current, at, tuple(frames)))
 
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_SGR.sub("", text).splitlines(), start=1):
         if match := _FAULTHANDLER_THREAD.match(line):
             close()
             tool, ident, name, current, frames = (

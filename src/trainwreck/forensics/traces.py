@@ -9,6 +9,7 @@ the p2p ops (which are matched pair by pair).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,23 @@ import numpy as np
 from trainwreck.forensics.dumps import Dump, GroupStatus, Record, _int
 
 TAIL = 3  # last collectives kept as full records per group (what a culprit was last doing)
+_GROUP_FIELD = itemgetter("process_group")
+_P2P_FIELD = itemgetter("is_p2p")
+_SIGNATURE_FIELDS = itemgetter(
+    "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes"
+)
+
+
+@dataclass
+class _Reference:
+    """The first rank read of a group: its sequence ids, raw signature fields and their ids.
+    The next rank that holds the same ids with equal fields (the usual case: every rank ran
+    the same collectives) reuses its ids after one C-level list comparison, instead of a repr
+    of every entry's sizes and dtypes (4 of the 30 s budget at 4096 ranks)."""
+
+    seqs: np.ndarray
+    fields: list[tuple[Any, ...]]
+    sigs: np.ndarray
 
 
 class Signatures:
@@ -25,6 +43,7 @@ class Signatures:
         # key -> id, filled with ids.setdefault(key, len(ids)) in traces._columns
         self.ids: dict[tuple[Any, ...], int] = {}
         self._values: list[tuple[Any, ...]] = []
+        self.references: dict[str, _Reference] = {}  # by group name
 
     def value(self, sig: int) -> tuple[str, str, str, str, str]:
         """(op, input sizes, output sizes, input dtypes, output dtypes) of an id."""
@@ -95,7 +114,34 @@ def _signature(entry: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _columns(items: list[dict[str, Any]], signatures: Signatures) -> tuple[np.ndarray, ...]:
+def _fast_sigs(
+    key: str, items: list[dict[str, Any]], seqs: np.ndarray, signatures: Signatures
+) -> np.ndarray:
+    """Signature ids of well-formed entries: the group's reference rank's ids when this rank
+    holds the same sequence ids with equal fields, else one repr per entry."""
+    fields = list(map(_SIGNATURE_FIELDS, items))
+    reference = signatures.references.get(key)
+    if (
+        reference is not None
+        and np.array_equal(reference.seqs, seqs)
+        and fields == reference.fields
+    ):
+        return reference.sigs  # shared, read-only
+    table = signatures.ids
+    keys = (
+        (name if type(name) is str else str(name), repr(a), repr(b), repr(c), repr(d))
+        for name, a, b, c, d in fields
+    )
+    sigs = np.array([table.setdefault(k, len(table)) for k in keys], np.int32)
+    if reference is None:
+        sigs.flags.writeable = False
+        signatures.references[key] = _Reference(seqs, fields, sigs)
+    return sigs
+
+
+def _columns(
+    key: str, items: list[dict[str, Any]], signatures: Signatures
+) -> tuple[np.ndarray, ...]:
     """(seqs, sigs, times, record ids) of a group's entries. The fast path reads the fields of
     well-formed entries with C-level loops (4096 ranks x 2000 entries); any odd entry sends the
     whole group through the checked path, field by field."""
@@ -104,15 +150,7 @@ def _columns(items: list[dict[str, Any]], signatures: Signatures) -> tuple[np.nd
         seqs = np.array([e["collective_seq_id"] for e in items], np.int64)
         times = np.array([e["time_created_ns"] or 0 for e in items], np.int64)
         record_ids = np.array([e["record_id"] for e in items], np.int64)
-        keys = zip(
-            [e["profiling_name"] for e in items],
-            map(repr, [e["input_sizes"] for e in items]),
-            map(repr, [e["output_sizes"] for e in items]),
-            map(repr, [e["input_dtypes"] for e in items]),
-            map(repr, [e["output_dtypes"] for e in items]),
-            strict=True,
-        )
-        sigs = np.array([table.setdefault(k, len(table)) for k in keys], np.int32)
+        sigs = _fast_sigs(key, items, seqs, signatures)
     except (KeyError, TypeError, ValueError, OverflowError):
         seqs = np.array([_int(e.get("collective_seq_id")) for e in items], np.int64)
         times = np.array([_int(e.get("time_created_ns"), 0) for e in items], np.int64)
@@ -125,28 +163,59 @@ def _columns(items: list[dict[str, Any]], signatures: Signatures) -> tuple[np.nd
     return seqs, sigs, times, record_ids
 
 
+def _one_group(entries: list[Any]) -> str | None:
+    """The group's key when every entry is a collective record of one process group (the usual
+    dump), found with C-level passes; None sends the dump through the entry-by-entry split."""
+    try:
+        groups = list(map(_GROUP_FIELD, entries))
+        flags = list(map(_P2P_FIELD, entries))
+    except (KeyError, TypeError):
+        return None
+    first = groups[0]
+    if (
+        not isinstance(first, (list, tuple))
+        or not first
+        or not first[0]  # unnamed groups are told apart by pg_id (_group_key)
+        or groups.count(first) != len(groups)
+        or any(flags)
+    ):
+        return None
+    return str(first[0])
+
+
+def _group_key(entry: dict[str, Any]) -> str:
+    """The group an entry belongs to: its process group's name; by pg_id when it has none
+    (torch 2.13 names the default group "" and, under TORCH_DISTRIBUTED_DEBUG=DETAIL, the
+    wrapper's helper group "" too: one name, two groups with their own sequence ids)."""
+    group = entry.get("process_group")
+    name = str(group[0]) if isinstance(group, (list, tuple)) and group else ""
+    return name or f"pg_id {entry.get('pg_id', '?')}"
+
+
+def _split(entries: list[Any]) -> tuple[dict[str, list[dict[str, Any]]], list[Record]]:
+    """Collective entries by process group, and the p2p ops as records."""
+    per_group: dict[str, list[dict[str, Any]]] = {}
+    p2p: list[Record] = []
+    for entry in entries:
+        if entry.get("is_p2p"):
+            p2p.append(Record.from_dict(entry))
+            continue
+        key = _group_key(entry)
+        items = per_group.get(key)
+        if items is None:
+            items = per_group[key] = []
+        items.append(entry)
+    return per_group, p2p
+
+
 def trace(raw: dict[str, Any], dump: Dump, signatures: Signatures) -> RankTrace:
     """The compact trace of a dump's raw mapping (`dump` carries its header, already typed)."""
     assert dump.rank is not None
     entries = raw.get("entries")
     entries = entries if isinstance(entries, list) else []
-    per_group: dict[str, list[dict[str, Any]]] = {}
-    p2p: list[Record] = []
-    good = [e for e in entries if isinstance(e, dict)]
-    for entry in good:
-        if entry.get("is_p2p"):
-            p2p.append(Record.from_dict(entry))
-            continue
-        group = entry.get("process_group")
-        key = (
-            str(group[0])
-            if isinstance(group, (list, tuple)) and group
-            else str(entry.get("pg_id", ""))
-        )
-        items = per_group.get(key)
-        if items is None:
-            items = per_group[key] = []
-        items.append(entry)
+    good = entries if dump.bad_entries == 0 else [e for e in entries if isinstance(e, dict)]
+    key = _one_group(good) if good else None
+    per_group, p2p = ({key: list(good)}, []) if key is not None else _split(good)
     result = RankTrace(
         dump.file,
         dump.kind,
@@ -157,7 +226,7 @@ def trace(raw: dict[str, Any], dump: Dump, signatures: Signatures) -> RankTrace:
         bad_entries=len(entries) - len(good),
     )
     for key, items in per_group.items():
-        seqs, sigs, times, record_ids = _columns(items, signatures)
+        seqs, sigs, times, record_ids = _columns(key, items, signatures)
         tail = tuple(Record.from_dict(e) for e in items[-TAIL:])
         status = dump.status.get(tail[-1].pg_id, GroupStatus(-1, -1, -1))
         result.groups[key] = GroupTrace(

@@ -10,5 +10,6 @@ A stage of its own (core install: the standard library only, never torch):
 - `replay`: drives the model through a trace and checks its fidelity to the recorded events;
 - `whatif`: the recorded run, the tried settings (or the default sweep) and the ranked answer;
 - `traces`: hand-made and generated traces (snapshot dicts) for tests, docs and the benchmark;
-- `command`: the `trainwreck memory replay` command and its text and JSON output.
+- `command`: the `trainwreck memory replay` command and its text and JSON output;
+- `advice`: the note `diagnose` adds to the OOM findings a replay answers.
 """
