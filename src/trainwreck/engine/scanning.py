@@ -248,6 +248,7 @@ class Engine:
         shapes_ok = cursor.starts is None and not cursor.shapeless
         cursor.shapeless = max(0, cursor.shapeless - 1)
         match = self.prefilter.Match
+        base, starts, first = cursor.base, cursor.starts, cursor.block_line
         candidates = 0
         pos = 0
         end = len(block)
@@ -281,8 +282,11 @@ class Engine:
             line_end = block.find(b"\n", start)
             if line_end < 0:
                 line_end = end
-            number = cursor.count_to(line_start)
-            self._line(block[line_start:line_end], number, cursor.offset_of(line_start), scan)
+            # (Cursor.count_to and offset_of, inline: this runs once per candidate line)
+            cursor.line_no += block.count(b"\n", cursor.counted, line_start)
+            cursor.counted = line_start
+            offset = base + (line_start if starts is None else starts[cursor.line_no - first])
+            self._line(block[line_start:line_end], cursor.line_no, offset, scan)
             pos = line_end + 1
 
     # -- the rest of a busy block, shape by shape ---------------------------------------------
