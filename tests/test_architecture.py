@@ -163,6 +163,29 @@ def test_no_import_runs_back_up():
     assert not upward, "\n".join(upward)
 
 
+ENGINE_NAMES = {"engine", "Engine", "eng"}  # how modules name the scanning Engine
+
+
+def test_only_scanning_reaches_into_the_engine():
+    """parallel.py and the stages use the Engine's public methods (scan_range, prepare,
+    block_starts, new_runs): its private parts (_scan_file, the cursor's methods) can change
+    without them."""
+    reached = []
+    for name, path in modules().items():
+        if name == "engine.scanning":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ENGINE_NAMES
+            ):
+                reached.append(f"{name}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not reached
+
+
 def test_the_import_scan_sees_lazy_and_relative_imports(tmp_path):
     """The checker itself: a lazy import inside a function and a relative import are found,
     and an import of the command line from the engine counts as running back up."""

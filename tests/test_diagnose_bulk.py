@@ -341,7 +341,7 @@ def test_shapes_step_aside_when_they_do_not_repeat(
 
     def counted(self: eng.Engine, *args: Any, **kwargs: Any) -> Any:
         found = original(self, *args, **kwargs)
-        stepped["aside"] += not found[2]
+        stepped["aside"] += not found  # False: the rest went line by line
         return found
 
     monkeypatch.setattr(eng.Engine, "_scan_shapes", counted)
@@ -350,3 +350,31 @@ def test_shapes_step_aside_when_they_do_not_repeat(
     assert fast == slow
     assert stepped["aside"] > 0
     assert len(engine.shapes.known) < 1000  # (6,000 lines, nearly as many shapes)
+
+
+@pytest.mark.parametrize("shortcuts_on", [False, True])
+def test_alike_series_are_filled_once_with_what_each_rule_would_get(
+    rules, monkeypatch, small_blocks, tmp_path, shortcuts_on
+) -> None:
+    """Rules that define a series alike (the same patterns, units, value and index: the losses
+    of the loss rules, the step times of the straggler rules) share one buffer, and every
+    rule's series holds what it holds when each rule fills its own."""
+    from trainwreck.engine import patterns
+
+    logs = [mixed_log(tmp_path / "rank_6.log", 3000, 6), gc_step_log(tmp_path / "gc.log", 400)]
+    logs += [
+        p for p in regression_logs() if "loss" in p.parent.name or "straggler" in p.parent.name
+    ]
+    shortcuts(monkeypatch, shortcuts_on)
+    engine = eng.Engine(rules)
+    assert len(engine.shared_series) >= 4  # the loss rules' losses, the straggler step times
+    assert len(set(engine.shared_series.values())) >= 2
+    runs = engine.new_runs()
+    for (index, name), (owner, owner_name) in engine.shared_series.items():
+        assert runs[index].series[name] is runs[owner].series[owner_name]
+    shared = [state_of(engine.scan([(str(log), str(log))], jobs=1)) for log in logs]
+    monkeypatch.setattr(patterns, "shared_series", lambda _rules: {})
+    engine = eng.Engine(rules)
+    alone = [state_of(engine.scan([(str(log), str(log))], jobs=1)) for log in logs]
+    for log, with_sharing, without in zip(logs, shared, alone, strict=True):
+        assert with_sharing == without, log

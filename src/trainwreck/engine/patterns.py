@@ -18,7 +18,6 @@ from trainwreck.rules.matchers import (
     MatcherKind,
     PatternRole,
     RegexMatcher,
-    values_to_dict,
 )
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 from trainwreck.rules.rule import Rule
@@ -75,25 +74,21 @@ def compile_patterns(rules: list[Rule]) -> CompiledPatterns:
 
 def shared_series(rules: list[Rule]) -> dict[tuple[int, str], tuple[int, str]]:
     """(rule index, series) -> the alike series that owns its points. A series that two rules
-    define alike (fed by one regex matcher with the same pattern and units, the same value and
-    index) gets the same points from the same lines: it is filled once and shared (the
-    step-time series of several straggler rules)."""
+    define alike (fed by regex matchers with the same patterns and units, each pattern once, and
+    the same value and index) gets the same points from the same lines, in the same order (a
+    line's points follow the patterns' order, whichever rule reads them): it is filled once and
+    shared (the step times and losses that several straggler and loss rules read)."""
     shared: dict[tuple[int, str], tuple[int, str]] = {}
-    owners: dict[tuple[str, str, str, str | None], tuple[int, str]] = {}
+    owners: dict[tuple[tuple[str, ...], str, str | None], tuple[int, str]] = {}
     for index, rule in enumerate(rules):
         for name, spec in rule.series.items():
-            if len(spec.matchers) != 1:
+            matchers = [rule.matchers[m] for m in spec.matchers]
+            if not all(isinstance(m, RegexMatcher) for m in matchers):
                 continue
-            matcher = rule.matchers[spec.matchers[0]]
-            if not isinstance(matcher, RegexMatcher):
-                continue
-            key = (
-                matcher.regex,
-                json.dumps(values_to_dict(matcher.values), sort_keys=True),
-                spec.value,
-                spec.index,
-            )
-            owner = owners.setdefault(key, (index, name))
+            fed_by = tuple(sorted(json.dumps(m.to_dict(), sort_keys=True) for m in matchers))
+            if len({m.regex for m in matchers if isinstance(m, RegexMatcher)}) != len(fed_by):
+                continue  # one pattern feeding twice: its points' order is the rule's own
+            owner = owners.setdefault((fed_by, spec.value, spec.index), (index, name))
             if owner != (index, name):
                 shared[(index, name)] = owner
     return shared
@@ -186,5 +181,5 @@ def candidate_lines(
         line_no += block.count(b"\n", counted, line_start)
         counted = line_start
         pos = line_end + 1
-        # no CR here (Engine._scan_file checks)
+        # no CR here (Engine._scan_candidates checks)
         yield line_no, line_start, block[line_start:line_end]

@@ -49,7 +49,7 @@ from trainwreck.engine.shapes import (
     ShapeBook,
     ShapeRows,
 )
-from trainwreck.engine.state import FileScan, RuleRun, ScanResult
+from trainwreck.engine.state import Cursor, FileScan, RuleRun, ScanResult
 from trainwreck.engine.store import record as record_match
 from trainwreck.engine.store import record_batch
 from trainwreck.findings import Skipped
@@ -187,99 +187,24 @@ class Engine:
     ) -> None:
         """Scan one input; `part` = (start, end, number of the line at start) scans that byte
         range of a plain file (see scan_range)."""
-        display, runs, result = scan.name, scan.runs, scan.result
+        display, result = scan.name, scan.result
         handle = open_input(source, display, result.skipped)
         if handle is None:
             return
-        line_no = 1  # number of the line starting at `counted`
-        base = 0  # offset of the block in the (decompressed) stream
+        cursor = Cursor(scan)
         unranked = result.unranked
-        first_line = 1
-        busy = False
         reader: Any = handle
         if part is not None:
-            base, stop, first_line = part
-            line_no = first_line
-            handle.seek(base)
-            reader = ByteRange(handle, stop - base)
+            cursor.base, stop, cursor.line_no = part
+            handle.seek(cursor.base)
+            reader = ByteRange(handle, stop - cursor.base)
+        first_line = cursor.line_no
         try:
             for block in read_blocks(
-                reader, display, result.skipped, head=part is None or base == 0
+                reader, display, result.skipped, head=part is None or cursor.base == 0
             ):
-                if not self.prepared:
-                    self.prepare(block[: 1 << 20])
-                prefilter = self.prefilter
-                result.bytes += len(block)
-                raw_length = len(block)
-                # The paste-shape layer (prefixes.py): line numbers stay; a changed block is
-                # scanned line by line and its byte offsets are mapped back to the raw block.
-                shaped = prefixes.normalize_block(block)
-                starts = None if shaped is block else prefixes.line_starts(block)
-                block = shaped
-                if self.missing_from and part is None:
-                    for hit in SAMPLE_PREFIX.findall(block[:65536]):
-                        result.admit_rank(rank_number(hit))
-                counted = 0
-                pos = 0
-                end = len(block)
-                block_line = line_no
-                previous, busy = busy, False  # whether the last block, and this one, went dense
-                # A changed block is read line by line (its offsets map back to the raw one).
-                shapes_ok = starts is None and not scan.shapeless
-                scan.shapeless = max(0, scan.shapeless - 1)
-                if prefilter is not None:
-                    match = prefilter.Match
-                    candidates = 0
-                    while pos < end:
-                        start = match(UNANCHORED, block, pos, end)[0][0]
-                        if start < 0:
-                            break
-                        line_start = block.rfind(b"\n", 0, start) + 1
-                        candidates += 1
-                        if (
-                            shapes_ok
-                            and (
-                                candidates == BLOCK_SET_AFTER
-                                or (
-                                    candidates == BLOCK_SET_EARLY
-                                    and candidates * 20 >= line_no - block_line
-                                )
-                                or (candidates == 1 and previous)
-                            )
-                            and block.find(b"\r", line_start) < 0
-                        ):
-                            # Dense: candidates in 1 line of 16 or more so far (or the last
-                            # block was dense): looking up every line's shape (C loops) beats
-                            # finding each candidate.
-                            busy = previous or 16 * candidates >= line_no - block_line
-                            line_no += block.count(b"\n", counted, line_start)
-                            counted = line_start
-                            line_no, counted, done = self._scan_shapes(
-                                block, line_start, line_no, base, scan, dense=busy
-                            )
-                            if done:
-                                break
-                            # The shapes did not repeat: the rest line by line, from `counted`.
-                            busy = shapes_ok = False
-                            scan.shapeless = SHAPELESS_BLOCKS
-                            pos = counted
-                            continue
-                        line_end = block.find(b"\n", start)
-                        if line_end < 0:
-                            line_end = end
-                        line_no += block.count(b"\n", counted, line_start)
-                        counted = line_start
-                        self._line(
-                            block[line_start:line_end],
-                            line_no,
-                            base + (line_start if starts is None else starts[line_no - block_line]),
-                            scan,
-                        )
-                        pos = line_end + 1
-                line_no += block.count(b"\n", counted, end)
-                base += raw_length
-                st.thin_series(runs, self.series_budget)
-            result.lines += line_no - first_line
+                self._scan_block(block, cursor, sample_ranks=part is None)
+            result.lines += cursor.line_no - first_line
         finally:
             if result.unranked > unranked:
                 result.skipped.append(
@@ -292,25 +217,99 @@ class Engine:
             if handle is not sys.stdin.buffer:
                 handle.close()
 
+    def _scan_block(self, block: bytes, cursor: Cursor, sample_ranks: bool) -> None:
+        """Scan one block of the input at the cursor, and move the cursor past it."""
+        if not self.prepared:
+            self.prepare(block[: 1 << 20])
+        result = cursor.scan.result
+        result.bytes += len(block)
+        raw_length = len(block)
+        # The paste-shape layer (prefixes.py): line numbers stay; a changed block is scanned
+        # line by line and its byte offsets are mapped back to the raw block.
+        shaped = prefixes.normalize_block(block)
+        cursor.enter(shaped, None if shaped is block else prefixes.line_starts(block))
+        if self.missing_from and sample_ranks:
+            for hit in SAMPLE_PREFIX.findall(shaped[:65536]):
+                result.admit_rank(rank_number(hit))
+        if self.prefilter is not None:
+            self._scan_candidates(cursor)
+        cursor.count_to(len(shaped))
+        cursor.base += raw_length
+        st.thin_series(cursor.scan.runs, self.series_budget)
+
+    def _scan_candidates(self, cursor: Cursor) -> None:
+        """The prefilter's candidate lines of the cursor's block, line by line until the block
+        turns out busy (BLOCK_SET_AFTER, BLOCK_SET_EARLY; at once when the last block was), then
+        the rest of it through line shapes (_scan_shapes)."""
+        block, scan = cursor.block, cursor.scan
+        previous = cursor.busy
+        cursor.busy = False
+        # A changed block is read line by line (its offsets map back to the raw one).
+        shapes_ok = cursor.starts is None and not cursor.shapeless
+        cursor.shapeless = max(0, cursor.shapeless - 1)
+        match = self.prefilter.Match
+        base, starts, first = cursor.base, cursor.starts, cursor.block_line
+        candidates = 0
+        pos = 0
+        end = len(block)
+        while pos < end:
+            start = match(UNANCHORED, block, pos, end)[0][0]
+            if start < 0:
+                break
+            line_start = block.rfind(b"\n", 0, start) + 1
+            candidates += 1
+            seen = cursor.line_no - cursor.block_line  # lines counted so far in the block
+            if (
+                shapes_ok
+                and (
+                    candidates == BLOCK_SET_AFTER
+                    or (candidates == BLOCK_SET_EARLY and candidates * 20 >= seen)
+                    or (candidates == 1 and previous)
+                )
+                and block.find(b"\r", line_start) < 0
+            ):
+                # Dense: candidates in 1 line of 16 or more so far (or the last block was
+                # dense): looking up every line's shape (C loops) beats finding each candidate.
+                cursor.busy = previous or 16 * candidates >= seen
+                cursor.count_to(line_start)
+                if self._scan_shapes(cursor, dense=cursor.busy):
+                    return
+                # The shapes did not repeat: the rest line by line, from the cursor.
+                cursor.busy = shapes_ok = False
+                cursor.shapeless = SHAPELESS_BLOCKS
+                pos = cursor.counted
+                continue
+            line_end = block.find(b"\n", start)
+            if line_end < 0:
+                line_end = end
+            # (Cursor.count_to and offset_of, inline: this runs once per candidate line)
+            cursor.line_no += block.count(b"\n", cursor.counted, line_start)
+            cursor.counted = line_start
+            offset = base + (line_start if starts is None else starts[cursor.line_no - first])
+            self._line(block[line_start:line_end], cursor.line_no, offset, scan)
+            pos = line_end + 1
+
     # -- the rest of a busy block, shape by shape ---------------------------------------------
 
-    def _scan_shapes(
-        self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan, dense: bool = False
-    ) -> tuple[int, int, bool]:
-        """Scan `block` from `pos` (a line start numbered `line_no`; no CR from there) to its
+    def _scan_shapes(self, cursor: Cursor, dense: bool = False) -> bool:
+        """Scan the cursor's block from the cursor (a line start; no CR from there) to its
         end, reading each line through its shape (shapes.py): the rank, the matches and the
         time come from the shape's offsets, and the matches are recorded per pattern in batches
-        (store.record_batch), with the results and order of the per-line path. Lines whose shape does
-        not decide them go through _line, after the lines before them are recorded. Dense:
-        every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns the
-        number and offset of the block's end (every line counted) and True; or, when the shapes
-        do not repeat (STEP_ASIDE_AFTER), the number and offset of the first line not read and
-        False: the caller reads the rest line by line."""
+        (store.record_batch), with the results and order of the per-line path. Lines whose shape
+        does not decide them go through _line, after the lines before them are recorded. Dense:
+        every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns True
+        with the cursor at the block's end (every line counted); or, when the shapes do not
+        repeat (STEP_ASIDE_AFTER), False with the cursor at the first line not read: the caller
+        reads the rest line by line."""
+        block, scan = cursor.block, cursor.scan
+        pos, line_no, base = cursor.counted, cursor.line_no, cursor.base
         if dense and block.endswith(b"\n"):
-            lines = self._scan_dense(block, pos, line_no, base, scan)
+            lines = self._scan_dense(cursor)
             if lines is None:
-                return line_no, pos, False
-            return line_no + lines, len(block), True
+                return False
+            cursor.line_no += lines
+            cursor.counted = len(block)
+            return True
         book = self.shapes
         known = book.known
         mask = MASK
@@ -331,7 +330,8 @@ class Engine:
                     if lines:
                         rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
                         self._flush_shapes(rows, scan)
-                    return number, offset, False
+                    cursor.line_no, cursor.counted = number, offset
+                    return False
                 shape = book.shape_of(raw)
             if shape.general:
                 if lines:
@@ -347,15 +347,17 @@ class Engine:
         if lines:
             rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
             self._flush_shapes(rows, scan)
-        return line_no + block.count(b"\n", pos), len(block), True
+        cursor.count_to(len(block))
+        return True
 
-    def _scan_dense(
-        self, block: bytes, pos: int, line_no: int, base: int, scan: FileScan
-    ) -> int | None:
-        """_scan_shapes over every line of a block ending in a newline: lines are split, masked
-        and looked up in their shapes by C loops; only lines of a new shape, and lines no shape
-        decides, take Python of their own. Returns the number of lines read; None (nothing
-        read) when more than half of at least STEP_ASIDE_AFTER lines are of new shapes."""
+    def _scan_dense(self, cursor: Cursor) -> int | None:
+        """_scan_shapes over every line of a block ending in a newline, from the cursor: lines
+        are split, masked and looked up in their shapes by C loops; only lines of a new shape,
+        and lines no shape decides, take Python of their own. Returns the number of lines read;
+        None (nothing read) when more than half of at least STEP_ASIDE_AFTER lines are of new
+        shapes."""
+        block, scan = cursor.block, cursor.scan
+        pos, line_no, base = cursor.counted, cursor.line_no, cursor.base
         book = self.shapes
         region = block[pos:]
         lines = region.split(b"\n")

@@ -262,7 +262,42 @@ class FileScan:
     rank: Any  # the rank (or host label) of the input's path, or None
     runs: list[RuleRun]
     result: ScanResult
+
+
+@dataclass(slots=True)
+class Cursor:
+    """Where the scan of one input stands: the block being read, its offset in the stream and
+    the lines counted in it so far (the state the scan methods share, instead of passing it
+    along)."""
+
+    scan: FileScan
+    block: bytes = b""
+    base: int = 0  # offset of the block in the (decompressed) stream
+    line_no: int = 1  # number of the line starting at `counted`
+    counted: int = 0  # offset in the block up to which lines are counted
+    block_line: int = 1  # number of the block's first line
+    starts: list[int] | None = None  # raw line starts, when the paste-shape layer changed it
+    busy: bool = False  # whether the block went dense (read every line through shapes)
     shapeless: int = 0  # blocks still to read line by line (their shapes did not repeat)
+
+    def enter(self, block: bytes, starts: list[int] | None) -> None:
+        """Start reading `block` (the cursor is at the line after the last block's)."""
+        self.block = block
+        self.starts = starts
+        self.counted = 0
+        self.block_line = self.line_no
+
+    def count_to(self, at: int) -> int:
+        """Count the lines up to offset `at` of the block (a line start); its number."""
+        self.line_no += self.block.count(b"\n", self.counted, at)
+        self.counted = at
+        return self.line_no
+
+    def offset_of(self, line_start: int) -> int:
+        """The offset in the stream of the line at `line_start`, counted (count_to)."""
+        if self.starts is None:
+            return self.base + line_start
+        return self.base + self.starts[self.line_no - self.block_line]
 
 
 # --- the compiled rule set ------------------------------------------------------------------------
