@@ -116,6 +116,7 @@ QUERIES: dict[str, str] = {
     "trainer-no-loss-returned": "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.",
     "lr-scheduler-before-optimizer-step": "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
+    "torchrun-child-failed-root-cause": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: Root Cause (first observed failure)",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
