@@ -117,6 +117,7 @@ QUERIES: dict[str, str] = {
     "lr-scheduler-before-optimizer-step": "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
     "torchrun-child-failed-root-cause": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: Root Cause (first observed failure)",
+    "dataloader-spawn-pickling": "TypeError: cannot pickle '_thread.lock' object",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
