@@ -119,6 +119,7 @@ QUERIES: dict[str, str] = {
     "torchrun-child-failed-root-cause": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: Root Cause (first observed failure)",
     "dataloader-spawn-pickling": "TypeError: cannot pickle '_thread.lock' object",
     "deepspeed-batch-size-mismatch": "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 4 * 2 * 2",
+    "fsdp2-dtensor-mixed": "RuntimeError: aten.mm.default: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before calling distributed operators!",
 }
 # The failures that print no message of their own (slowdowns, silent training curves).
 NO_MESSAGE = {
