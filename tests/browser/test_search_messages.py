@@ -116,6 +116,10 @@ QUERIES: dict[str, str] = {
     "trainer-no-loss-returned": "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.",
     "lr-scheduler-before-optimizer-step": "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
+    "torchrun-child-failed-root-cause": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: Root Cause (first observed failure)",
+    "dataloader-spawn-pickling": "TypeError: cannot pickle '_thread.lock' object",
+    "deepspeed-batch-size-mismatch": "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 4 * 2 * 2",
+    "fsdp2-dtensor-mixed": "RuntimeError: aten.mm.default: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before calling distributed operators!",
 }
 # Lines whose "word: value" pairs lunr would read as field queries ("exitcode: -9" asked for a
 # field named exitcode, so the words that name the failure were dropped): search-paste.js makes
