@@ -109,6 +109,7 @@ QUERIES: dict[str, str] = {
     "peft-target-modules-not-found": "ValueError: Target modules ['q_proj', 'v_proj'] not found in the base model. Please check the target modules and try again.",
     "wandb-init-timeout": "wandb.errors.errors.CommError: Run initialization has timed out after 90.0 sec.",
     "mps-op-not-implemented": "NotImplementedError: The operator 'aten::upsample_bicubic2d.out' is not currently implemented for the MPS device.",
+    "xformers-no-operator": "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:",
     "cuda-extension-build-failure": "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
     "inductor-backend-compile-failed": "torch._inductor.exc.InductorError: InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')",
     "device-mismatch": "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
