@@ -32,7 +32,7 @@ ENV_SOURCES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("TORCHINDUCTOR_", ("torch",), ()),
     ("TORCHDYNAMO_", ("torch",), ()),
     ("TORCH_", ("torch",), ()),
-    ("PYTORCH_", ("torch",), ()),
+    ("PYTORCH_", ("torch",), ("torch_macos",)),  # MPS variables exist only in macOS builds
     ("NCCL_", ("torch",), ("nccl",)),
     ("CUDA_", ("torch",), ("cuda",)),
     ("CUBLASLT_", ("torch",), ()),
