@@ -12,6 +12,7 @@ import re2
 
 from trainwreck.rules.matchers import MetricMatcher, matcher_from_yaml
 from trainwreck.rules.metrics import VOCABULARY, metric_names, metric_regex
+from trainwreck.rules.regexes import required_literals
 from trainwreck.rules.units import to_number
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,3 +135,17 @@ def test_nonfinite_pattern_matches_only_nan_and_inf() -> None:
     assert pattern.search("2020-12-21 19:01:06.033320: validation loss: 1.1733") is None
     # every match counts, so a non-finite held-out loss is one too
     assert pattern.search("Epoch 12 | val loss nan | val acc 0.000") is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [("loss_scale", "image scale: 0.5, crop: 224"), ("grad_norm", "weight norm: 3.2")],
+)
+def test_a_key_needs_its_qualifier(name: str, body: str) -> None:
+    assert value_of(name, body) is None
+
+
+@pytest.mark.parametrize(("name", "word"), [("loss", "loss"), ("grad_norm", "norm")])
+def test_the_prefilter_needs_only_the_quantitys_word(name: str, word: str) -> None:
+    # Common prefix words (train, total, value) would make most lines of a log candidates.
+    assert required_literals(metric_regex(name)) == ([word], True)

@@ -2,8 +2,8 @@
 
 A `metric` matcher names a quantity of this table (`metric: loss`) instead of writing a regex
 for one framework's line format. Its pattern is built here, once, from the quantity's aliases and
-the print shapes every framework uses, so the NaN, spike, divergence and loss-scale rules read the
-same number from a user's `print`, the Hugging Face Trainer, Megatron-LM, DeepSpeed, Lightning,
+the print shapes every framework uses, so a rule (the NaN-loss and loss-scale rules today) reads
+the same number from a user's `print`, the Hugging Face Trainer, Megatron-LM, DeepSpeed, Lightning,
 fairseq, mmengine or torchtitan:
 
 - `key=value` (fairseq, tqdm and Lightning postfixes: `loss=2.61, v_num=3`),
@@ -21,6 +21,9 @@ reads it. One match per line: the first named number of the quantity on it. With
 `nonfinite: true` only a nan or inf value matches, held-out keys included.
 
 The compiled bundle stores the built pattern beside the name, so the engine never needs this table.
+Every match is recorded: a series read from a quantity that progress bars and throughput chatter
+print on most lines (loss, grad norm) costs a record per line, which is why loss-spike keeps its
+step-anchored patterns for those series (benchmarks/bench_diagnose.py, sparse case).
 """
 
 from __future__ import annotations
@@ -63,8 +66,31 @@ _BETWEEN = r"""["']?(?:\s*\([a-z/]+\))?\s*(?:[:=]\s*|is\s+|\s+)["']?"""
 _AFTER = r"(?:[^a-z0-9]|$)"
 
 
+def _escaped(text: str) -> str:
+    return text.replace(".", r"\.").replace(" ", "[ _]")
+
+
 def _alternation(keys: tuple[str, ...]) -> str:
-    return "|".join(key.replace(".", r"\.").replace(" ", "[ _]") for key in keys)
+    """The keys as one pattern around the word they all hold (the quantity's last word: loss,
+    norm, scale), so the literal prefilter finds candidate lines by that word alone and not by
+    common words of the prefixes (train, total, value). It reads a few more combinations than the
+    table lists (`train loss value`), never a key without the word."""
+    word = _anchor(keys)
+    if word is None:
+        return "|".join(_escaped(key) for key in keys)
+    heads = sorted({key[: key.rindex(word)] for key in keys}, key=len, reverse=True)
+    tails = sorted({key[key.rindex(word) + len(word) :] for key in keys}, key=len, reverse=True)
+    head = "|".join(_escaped(h) for h in heads if h)
+    tail = "|".join(_escaped(t) for t in tails if t)
+    head_part = f"(?:{head})" + ("?" if "" in heads else "") if head else ""
+    tail_part = f"(?:{tail})" + ("?" if "" in tails else "") if tail else ""
+    return f"{head_part}{_escaped(word)}{tail_part}"
+
+
+def _anchor(keys: tuple[str, ...]) -> str | None:
+    """The last word of the first key when every key holds it, else None."""
+    word = keys[0].replace("/", " ").split()[-1]
+    return word if all(word in key for key in keys) else None
 
 
 def metric_names() -> tuple[str, ...]:
