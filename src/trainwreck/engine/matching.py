@@ -191,4 +191,6 @@ KINDS: Mapping[MatcherKind, KindRuntime] = _table(
         matches_record=_json_matches,
     ),
     KindRuntime(MatcherKind.BLOCK, batched=False, step=_block_step),
+    # A metric matcher is a regex built from the metric vocabulary: recorded the same way.
+    KindRuntime(MatcherKind.METRIC, batched=True, step=_regex_step),
 )

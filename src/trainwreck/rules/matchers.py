@@ -20,11 +20,14 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from trainwreck.rules.metrics import metric_regex
+
 
 class MatcherKind(str, Enum):
     REGEX = "regex"
     JSON = "json"
     BLOCK = "block"
+    METRIC = "metric"
 
     def __str__(self) -> str:
         return self.value
@@ -124,6 +127,19 @@ class RegexMatcher(Matcher):
 
 
 @dataclass(frozen=True, eq=False)
+class MetricMatcher(RegexMatcher):
+    """A named number of the metric vocabulary (rules/metrics.py): its pattern is built from the
+    quantity's keys and the common print shapes, and runs like a regex matcher's."""
+
+    kind: ClassVar[MatcherKind] = MatcherKind.METRIC
+    metric: str
+    nonfinite: bool = False  # only a nan or inf value matches
+
+    def _fields(self) -> dict[str, Any]:
+        return {"metric": self.metric, "nonfinite": self.nonfinite, "regex": self.regex}
+
+
+@dataclass(frozen=True, eq=False)
 class JsonMatcher(Matcher):
     kind: ClassVar[MatcherKind] = MatcherKind.JSON
     json: Mapping[str, Any]  # field -> the value it must equal
@@ -186,6 +202,26 @@ def _regex_dict(data: Mapping[str, Any]) -> Matcher:
     return RegexMatcher(values_from_dict(data["values"]), str(data["regex"]))
 
 
+def _metric_yaml(spec: Mapping[str, Any], values: dict[str, Unit]) -> Matcher:
+    # The value is a number unless the rule says otherwise (a unit, for a time).
+    nonfinite = bool(spec.get("nonfinite", False))
+    return MetricMatcher(
+        {"value": "number", **values},
+        metric_regex(spec["metric"], nonfinite),
+        str(spec["metric"]),
+        nonfinite,
+    )
+
+
+def _metric_dict(data: Mapping[str, Any]) -> Matcher:
+    return MetricMatcher(
+        values_from_dict(data["values"]),
+        str(data["regex"]),
+        str(data["metric"]),
+        bool(data["nonfinite"]),
+    )
+
+
 def _json_yaml(spec: Mapping[str, Any], values: dict[str, Unit]) -> Matcher:
     return JsonMatcher(values, dict(spec["json"]))
 
@@ -237,6 +273,9 @@ MATCHERS: Mapping[MatcherKind, MatcherKindRow] = _table(
         MatcherKind.JSON, "json", _json_yaml, _json_dict, lambda m: (), named_captures=False
     ),
     MatcherKindRow(MatcherKind.BLOCK, "block", _block_yaml, _block_dict, _block_paths),
+    MatcherKindRow(
+        MatcherKind.METRIC, "metric", _metric_yaml, _metric_dict, lambda m: (("metric",),)
+    ),
 )
 
 
