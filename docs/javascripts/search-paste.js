@@ -2,13 +2,14 @@
 // leading "-" means "must not contain" ("code: -98", "exitcode: -6"), "+" means "must contain",
 // "~" and "^" ask for fuzzy matches and boosts, and a colon makes the word before it a field
 // name: in the "name: number" pairs logs are full of ("exitcode: -9", "local_rank: 0", "pid:
-// 4188", a timestamp's 09:00:12) the names that say what failed are lost. A pasted line would
+// 4188", a timestamp's 09:00:12) the names that say what failed are lost, and a line that ends
+// in a colon ("...ChildFailedError:") is a field with no term, which finds nothing. A pasted line would
 // then miss, or exclude, the very page that prints it. Rewrite them as spaces before the theme's
 // search reads the box. (A colon before a word is left alone: as a field query it drops only
 // the word before it, and such lines rank better that way than with every word.)
 (function () {
   "use strict";
-  var SYNTAX = /(^|\s)[-+]+(?=\S)|[~^]|:(?=\s*[-+]?\d)/g;
+  var SYNTAX = /(^|\s)[-+]+(?=\S)|[~^]|:(?=\s*(?:[-+]?\d|$))/g;
   document.addEventListener("input", function (event) {
     var box = event.target;
     if (!box || !box.matches || !box.matches("input.md-search__input")) return;

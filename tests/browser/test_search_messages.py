@@ -85,7 +85,9 @@ QUERIES: dict[str, str] = {
     "safetensors-shared-tensor-save": "Some tensors share memory, this will lead to duplicate memory on disk and potential differences when loading them again",
     "fp16-unscale-fp16-grads": "ValueError: Attempting to unscale FP16 gradients.",
     "fsdp-flat-param-uniformity": "ValueError: `FlatParameter` requires uniform dtype but got torch.float16 and torch.float32",
-    "fsdp-checkpoint-load-mismatch": "size mismatch for _fsdp_wrapped_module._flat_param: copying a param with shape torch.Size([20971520]) from checkpoint",
+    # The whole line as load_state_dict prints it (cut after "from checkpoint", the excerpt ranks
+    # flash-attn-not-installed first on "a", "with" and "torch" alone).
+    "fsdp-checkpoint-load-mismatch": "size mismatch for _fsdp_wrapped_module._flat_param: copying a param with shape torch.Size([20971520]) from checkpoint, the shape in current model is torch.Size([10485760]).",
     "dataloader-worker-segfault": "ERROR: Unexpected segmentation fault encountered in worker.",
     "dataloader-fd-exhausted": "RuntimeError: received 0 items of ancdata",
     "dataloader-copy-on-read-leak": "DataLoader workers memory grows every epoch copy on read",
@@ -121,7 +123,9 @@ QUERIES: dict[str, str] = {
     "trainer-no-loss-returned": "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.",
     "lr-scheduler-before-optimizer-step": "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.",
     "bitsandbytes-cuda-setup": "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
-    "torchrun-child-failed-root-cause": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: Root Cause (first observed failure)",
+    # The summary's first line as torch prints it, ending in a colon (a field with no term to lunr
+    # until search-paste.js makes it a space).
+    "torchrun-child-failed-root-cause": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
     "dataloader-spawn-pickling": "TypeError: cannot pickle '_thread.lock' object",
     "deepspeed-batch-size-mismatch": "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 4 * 2 * 2",
     "fsdp2-dtensor-mixed": "RuntimeError: aten.mm.default: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before calling distributed operators!",
