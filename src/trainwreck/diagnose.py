@@ -383,26 +383,15 @@ def _dedupe(skipped: list[Skipped]) -> list[Skipped]:
 # --- CLI ---------------------------------------------------------------------------------------
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EXIT_CODES_HELP + "."
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="log files, folders, globs, .gz files, or - for stdin",
-    )
+def add_report_options(parser: argparse.ArgumentParser, *, rules_help: str) -> None:
+    """The options that choose the rules and shape the report: diagnose's and merge's."""
     parser.add_argument(
         "--format",
         choices=tuple(formats.FORMATS),
         default="text",
         help="output format: " + "; ".join(f"{f.name} {f.help}" for f in formats.FORMATS.values()),
     )
-    parser.add_argument(
-        "--rules",
-        action="append",
-        metavar="PATH",
-        help="a rule bundle (JSON) or rules folder to use instead of the checkout and installed packs (repeatable)",
-    )
+    parser.add_argument("--rules", action="append", metavar="PATH", help=rules_help)
     parser.add_argument("--no-installed", action="store_true", help="ignore installed rule packs")
     parser.add_argument(
         "--rule", action="append", metavar="ID", help="run only this rule (repeatable)"
@@ -412,6 +401,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="also each finding's rules, reasons, notes"
+    )
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_CODES_HELP + "."
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="log files, folders, globs, .gz files, or - for stdin",
+    )
+    add_report_options(
+        parser,
+        rules_help="a rule bundle (JSON) or rules folder to use instead of the checkout and "
+        "installed packs (repeatable)",
     )
     parser.add_argument(
         "--jobs",

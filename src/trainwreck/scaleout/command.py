@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck import formats
-from trainwreck.diagnose import EXIT_FINDINGS, EXIT_NOTHING_FOUND, diagnose
+from trainwreck.diagnose import EXIT_FINDINGS, EXIT_NOTHING_FOUND, add_report_options, diagnose
 from trainwreck.engine import partial
 from trainwreck.engine.scanning import Engine
 from trainwreck.engine.state import ScanResult
@@ -166,27 +166,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "states", nargs="+", metavar="STATE", help="scan states written by diagnose --partial"
     )
-    parser.add_argument(
-        "--format",
-        choices=tuple(formats.FORMATS),
-        default="text",
-        help="output format: " + "; ".join(f"{f.name} {f.help}" for f in formats.FORMATS.values()),
-    )
-    parser.add_argument(
-        "--rules",
-        action="append",
-        metavar="PATH",
-        help="a rule bundle (JSON) or rules folder, as given to diagnose (repeatable)",
-    )
-    parser.add_argument("--no-installed", action="store_true", help="ignore installed rule packs")
-    parser.add_argument(
-        "--rule", action="append", metavar="ID", help="run only this rule (repeatable)"
-    )
-    parser.add_argument(
-        "--min-confidence", type=float, default=0.0, help="hide findings below this confidence"
-    )
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="also each finding's rules, reasons, notes"
+    add_report_options(
+        parser,
+        rules_help="a rule bundle (JSON) or rules folder, as given to diagnose (repeatable)",
     )
 
 
