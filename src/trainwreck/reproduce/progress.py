@@ -43,8 +43,16 @@ def previous_durations(manifest: Path, committed: Path | None = None) -> dict[st
     estimate too."""
     found: dict[str, float] = {}
     if committed is not None:
-        found.update(_durations(_json(committed).get("durations_s"), by_id=True))
-    found.update(_durations(_json(manifest).get("notebooks"), by_id=False))
+        timed = _json(committed).get("durations_s")
+        found.update(_positive(timed.items() if isinstance(timed, dict) else []))
+    records = _json(manifest).get("notebooks")
+    found.update(
+        _positive(
+            (r.get("id"), r.get("duration_s"))
+            for r in (records if isinstance(records, list) else [])
+            if isinstance(r, dict)
+        )
+    )
     return found
 
 
@@ -56,12 +64,8 @@ def _json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _durations(data: Any, *, by_id: bool) -> dict[str, float]:
-    pairs: list[tuple[Any, Any]] = []
-    if by_id and isinstance(data, dict):
-        pairs = list(data.items())
-    elif not by_id and isinstance(data, list):
-        pairs = [(r.get("id"), r.get("duration_s")) for r in data if isinstance(r, dict)]
+def _positive(pairs: Iterable[tuple[Any, Any]]) -> dict[str, float]:
+    """The (id, seconds) pairs that are a name and a positive number."""
     return {
         i: float(seconds)
         for i, seconds in pairs
