@@ -206,6 +206,11 @@ def test_merge_refuses_other_rules_versions_and_non_states(job, tmp_path, capsys
     err = capsys.readouterr().err
     assert "version 99 is not supported" in err and len(err.splitlines()) == 1
 
+    _rewritten(state, {"version": partial.VERSION, "files": "not a list", "rules": [{"id": 1}]})
+    assert main(["merge", str(state), "--no-installed", *args]) == 2
+    err = capsys.readouterr().err
+    assert "damaged scan state" in err and str(state) in err and len(err.splitlines()) == 1
+
     state.write_text("not a zip")
     assert main(["merge", str(state), "--no-installed", *args]) == 2
     err = capsys.readouterr().err

@@ -417,6 +417,13 @@ def merge_saved(states: Iterable[SavedState], engine: Engine, digest: str) -> Me
     """Merge saved states in the order given (the input order of a serial scan)."""
     merged = new_merge(engine)
     for saved in states:
-        check_digest(saved, digest)
-        merge_into(merged, saved, engine)
+        try:
+            check_digest(saved, digest)
+            merge_into(merged, saved, engine)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            # A file that has the format and version but not the fields (edited, or written
+            # by something else): its name and what was wrong, not an internal error.
+            raise StateError(
+                f"{saved.name}: damaged scan state ({type(exc).__name__}: {exc})"
+            ) from None
     return merged
