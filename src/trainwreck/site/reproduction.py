@@ -97,7 +97,10 @@ def _notebook_and_evidence(
     source = executed if executed is not None else _read_json(root, notebook_path)
     if source is None:
         return [f"The notebook {code_span(notebook_path)} could not be read.", ""], 0
-    rendered = render_notebook(source, page_dir, prefix=prefix, show_outputs=shown_outputs)
+    # Notebook headings go under the notebook's own heading: '# A' one level below it.
+    rendered = render_notebook(
+        source, page_dir, prefix=prefix, show_outputs=shown_outputs, demote=len(heading) - 1
+    )
     figures = list(rendered.figures)
     lines += _notebook_heading(run_id, status, shown_outputs, heading)
     lines += [rendered.markdown, ""]
