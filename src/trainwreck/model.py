@@ -491,7 +491,13 @@ def schema_problems(
             # under any of the given schemas".
             import jsonschema.exceptions
 
-            error = jsonschema.exceptions.best_match(error.context)
+            # Alternatives of another type (a list where a mapping is one of the forms) say
+            # only "must be a mapping"; the complaint of an alternative of the right type says
+            # what is wrong.
+            context = [
+                e for e in error.context if e.validator != "type" or e.relative_path
+            ] or error.context
+            error = jsonschema.exceptions.best_match(context)
         path = tuple(error.absolute_path)
         message = _schema_message(error)
         # An unknown property is best shown at its own key, not at the enclosing mapping.
