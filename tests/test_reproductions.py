@@ -423,3 +423,27 @@ def test_the_built_site_shows_both_reproductions(tmp_path: Path) -> None:
     assert (page / "figure-demo-fragmentation-replay-1.png").is_file()
     rows = (root / "site/entries/index.html").read_text(encoding="utf-8")
     assert "replayed on CPU" in rows
+
+
+def test_review_names_the_entry_of_a_listed_notebook(tmp_path: Path) -> None:
+    import subprocess
+
+    from trainwreck.review.compare import review_change
+
+    root = _repo(tmp_path / "kb", GPU_AND_REPLAY, ("base-entry", "base-entry-replay"))
+    (root / "rules").mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
+    (root / "notebooks/base-entry-replay.ipynb").write_text(
+        _notebook_json("base-entry-replay", "x = 2")
+    )
+    review = review_change(root, "main")
+    [result] = review.notebooks
+    assert (result.id, result.code_changed, result.kind) == ("base-entry-replay", True, "not-run")
+    assert result.status.startswith("CPU replay of the CUDA caching allocator's rules: not yet")
+    assert any("entries/base-entry/" in page and "reproduction" in page for page in review.pages)
