@@ -317,6 +317,7 @@ def test_each_reproduction_reads_its_own_record_and_the_chip_shows_the_strongest
     ]
     overall = entry_status(parts)
     assert overall.kind == "replayed" and not overall.show_outputs
+    assert overall.admonition == "info"  # not green while the GPU notebook has not run
     assert overall.sentence.startswith("GPU notebook not run here")
     assert "CPU replay ran on CPU for the current source" in overall.sentence
     # A GPU recording outranks the replay.

@@ -8,6 +8,7 @@ file, line and column of the offending node. Nothing here knows about notebooks 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -640,13 +641,18 @@ class Reproduction:
         return value if isinstance(value, str) and value else None
 
 
+_RUN_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
 def reproduction_id(entry_id: str, item: dict[str, Any]) -> str:
     """The run id of one item of an entry's reproduction list: its notebook's file stem (a
     not_reproducible item, or one without a usable notebook, takes the entry's id)."""
     notebook = item.get("notebook")
     if isinstance(notebook, str) and notebook.endswith(".ipynb"):
         stem = notebook.rsplit("/", 1)[-1].removesuffix(".ipynb")
-        if stem:
+        # The id names files under build/ and recordings/: kebab-case only (the schema's
+        # pattern), never '..' or a name from an unchecked entry.
+        if _RUN_ID.fullmatch(stem):
             return stem
     return entry_id
 

@@ -23,7 +23,8 @@ from trainwreck.site.text import first_sentence, human_date
 class PageStatus:
     """What the page says about the reproduction, and whether it may show the outputs."""
 
-    kind: str  # reproduced | recorded | replayed | stale | needs-gpu | not-reproducible | failed | not-run
+    # reproduced | recorded | replayed | stale | needs-gpu | not-reproducible | failed | not-run
+    kind: str
     label: str  # short: for index tables
     sentence: str  # the badge text
     admonition: str  # material admonition type
@@ -114,11 +115,13 @@ def entry_status(parts: list[ReproductionStatus]) -> PageStatus:
         ),
     )
     best = ranked[0].status
+    # A green box only when every part is green: a replay that passed is not the GPU run.
+    admonitions = {p.status.admonition for p in parts}
     return PageStatus(
         best.kind,
         best.label,
         " ".join(p.status.sentence for p in parts),
-        best.admonition,
+        best.admonition if len(admonitions) == 1 else "info",
         False,  # each reproduction's own part shows its outputs
     )
 
