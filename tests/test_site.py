@@ -591,15 +591,20 @@ def test_the_repository_site_builds(tmp_path: Path, reproduced_manifest: dict) -
         assert 'id="reproduction"' in html, entry.id
         for rule_id in (entry.data.get("fingerprint") or {}).get("rules") or []:
             assert f"rules/{rule_id}.yaml" in html, (entry.id, rule_id)
-        record = records.get(entry.id)
-        if record is not None and record["status"] == "passed":
-            assert "Reproduced on" in html and "fingerprint asserted" in html, entry.id
-            figures = list(page.parent.glob("figure-*.png"))
-            assert figures, f"{entry.id}: no figure from its executed notebook"
-        elif record is not None and record["status"] == "skipped-needs-gpu":
-            assert "Not yet reproduced: needs a GPU" in html, entry.id
-        if "not_reproducible" in entry.reproduction:
-            assert "Not reproducible:" in html, entry.id
+        several = len(entry.reproductions) > 1
+        for reproduction in entry.reproductions:  # each with its own run and status
+            record = records.get(reproduction.id)
+            if record is not None and record["status"] == "passed":
+                ran = "CPU replay ran on CPU" if reproduction.replay else "Reproduced on"
+                assert ran in html and "fingerprint asserted" in html, reproduction.id
+                prefix = f"figure-{reproduction.id}-" if several else "figure-"
+                figures = list(page.parent.glob(f"{prefix}*.png"))
+                assert figures, f"{reproduction.id}: no figure from its executed notebook"
+            elif record is not None and record["status"] == "skipped-needs-gpu":
+                said = "GPU notebook not run here" if several else "Not yet reproduced: needs a GPU"
+                assert said in html, reproduction.id
+            if reproduction.not_reproducible is not None:
+                assert "Not reproducible:" in html, entry.id
 
 
 def test_missing_executed_copy_is_said(tmp_path: Path) -> None:

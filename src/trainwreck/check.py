@@ -322,18 +322,18 @@ def notebook_text_problems(checked: list[Entry], root: Path) -> list[Problem]:
     problems = []
     notebooks = (root / "notebooks").resolve()
     for entry in checked:
-        reproduction = entry.data.get("reproduction")
-        notebook = reproduction.get("notebook") if isinstance(reproduction, dict) else None
-        if not isinstance(notebook, str):
-            continue
-        path = (root / notebook).resolve()
-        if path.parent != notebooks or not path.is_file():
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue  # reported by the notebook checks
-        problems.extend(notebook_markup_problems(text, display_path(path, root)))
+        for reproduction in entry.reproductions:
+            notebook = reproduction.notebook
+            if notebook is None:
+                continue
+            path = (root / notebook).resolve()
+            if path.parent != notebooks or not path.is_file():
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # reported by the notebook checks
+            problems.extend(notebook_markup_problems(text, display_path(path, root)))
     return problems
 
 
@@ -342,8 +342,19 @@ def reproduction_problems(checked: list[Entry], root: Path) -> list[Problem]:
     from trainwreck.reproduce import notebook_problems
 
     problems = []
+    owners: dict[str, str] = {}  # reproduction id -> the entry that has it
     for entry in checked:
-        if not isinstance(entry.data.get("reproduction"), dict):
+        if not isinstance(entry.data.get("reproduction"), (dict, list)):
             continue  # the schema reports a missing or malformed reproduction
         problems.extend(notebook_problems(entry, root))
+        for reproduction in entry.reproductions:
+            owner = owners.setdefault(reproduction.id, entry.id)
+            if owner != entry.id:
+                problems.append(
+                    entry.document.problem(
+                        reproduction.path,
+                        f"reproduction id {reproduction.id!r} is also entry {owner!r}'s: a run "
+                        "is named by its id, so no two entries' reproductions may share one",
+                    )
+                )
     return problems

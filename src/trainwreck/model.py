@@ -8,6 +8,7 @@ file, line and column of the offending node. Nothing here knows about notebooks 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -491,7 +492,13 @@ def schema_problems(
             # under any of the given schemas".
             import jsonschema.exceptions
 
-            error = jsonschema.exceptions.best_match(error.context)
+            # Alternatives of another type (a list where a mapping is one of the forms) say
+            # only "must be a mapping"; the complaint of an alternative of the right type says
+            # what is wrong.
+            context = [
+                e for e in error.context if e.validator != "type" or e.relative_path
+            ] or error.context
+            error = jsonschema.exceptions.best_match(context)
         path = tuple(error.absolute_path)
         message = _schema_message(error)
         # An unknown property is best shown at its own key, not at the enclosing mapping.
@@ -567,11 +574,87 @@ class Entry:
 
     @property
     def reproduction(self) -> dict[str, Any]:
-        return self.data.get("reproduction") or {}
+        """The first reproduction's block as written ({} when there is none): the one block of
+        the single form. Code that must see every reproduction reads `reproductions`."""
+        found = self.reproductions
+        return dict(found[0].data) if found else {}
+
+    @property
+    def reproductions(self) -> list[Reproduction]:
+        """Every reproduction of the entry: one for the single-object form, one per list item
+        (items that are not mappings are the schema's to report, and left out)."""
+        block = self.data.get("reproduction")
+        if isinstance(block, dict):
+            return [Reproduction(self.id, self.id, block, ("reproduction",), single=True)]
+        if not isinstance(block, list):
+            return []
+        return [
+            Reproduction(reproduction_id(self.id, item), self.id, item, ("reproduction", i))
+            for i, item in enumerate(block)
+            if isinstance(item, dict)
+        ]
 
     @property
     def related(self) -> list[dict[str, Any]]:
         return list(self.data.get("related") or [])
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """One reproduction of an entry: a notebook on cpu or gpu, or the reason there is none.
+
+    `id` names its run everywhere a run is kept (build/manifest.json, build/cache, build/executed,
+    build/evidence, recordings/): the entry's id for the single-object form, so that form's runs
+    and recordings keep their names; the notebook's file stem for an item of the list form."""
+
+    id: str
+    entry: str
+    data: dict[str, Any]  # the block as written: part of its notebook's source hash
+    path: tuple[str | int, ...]  # where the block is in the entry, for problems
+    single: bool = False  # the single-object form
+
+    @property
+    def notebook(self) -> str | None:
+        value = self.data.get("notebook")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def device(self) -> str:
+        value = self.data.get("device")
+        return str(value) if value in ("cpu", "gpu") else "cpu"
+
+    @property
+    def note(self) -> str | None:
+        value = self.data.get("note")
+        return value if isinstance(value, str) and value.strip() else None
+
+    @property
+    def not_reproducible(self) -> str | None:
+        value = self.data.get("not_reproducible")
+        return None if value is None else str(value)
+
+    @property
+    def replay(self) -> str | None:
+        """What the notebook replays a model of instead of running the failure ("allocator":
+        trainwreck.memory's model of the CUDA caching allocator's rules), or None."""
+        value = self.data.get("replay")
+        return value if isinstance(value, str) and value else None
+
+
+_RUN_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def reproduction_id(entry_id: str, item: dict[str, Any]) -> str:
+    """The run id of one item of an entry's reproduction list: its notebook's file stem (a
+    not_reproducible item, or one without a usable notebook, takes the entry's id)."""
+    notebook = item.get("notebook")
+    if isinstance(notebook, str) and notebook.endswith(".ipynb"):
+        stem = notebook.rsplit("/", 1)[-1].removesuffix(".ipynb")
+        # The id names files under build/ and recordings/: kebab-case only (the schema's
+        # pattern), never '..' or a name from an unchecked entry.
+        if _RUN_ID.fullmatch(stem):
+            return stem
+    return entry_id
 
 
 def entry_files(root: Path) -> list[Path]:

@@ -6,13 +6,14 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from trainwreck.reproduce.execution import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, first_lines
 from trainwreck.reproduce.records import RunRecord, Status, status_word
 from trainwreck.reproduce.runner import reproduce
 from trainwreck.reproduce.source import SCALES
-from trainwreck.reproduce.targets import ReproduceError
+from trainwreck.reproduce.targets import ReproduceError, discover
 
 
 def jobs_value(text: str) -> int:
@@ -117,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    wanted = set(args.ids) if args.ids else None
+    # The runs the ids named: an entry's id names each of its reproductions.
+    wanted = {t.id for t in discover(Path(args.root), args.ids)} if args.ids else None
     records = [
         RunRecord.from_json(r) for r in manifest["notebooks"] if wanted is None or r["id"] in wanted
     ]

@@ -11,35 +11,78 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainwreck.model import Entry, Problem, display_path
+from trainwreck.model import Entry, Problem, Reproduction, display_path, format_path
 from trainwreck.reproduce.recordings import recording_problems
 from trainwreck.reproduce.source import cell_source
 from trainwreck.reproduce.targets import notebook_file
 
 
 def notebook_problems(entry: Entry, root: Path) -> list[Problem]:
-    """What is wrong with an entry's reproduction notebook and GPU recording, as Problems.
+    """What is wrong with an entry's reproduction notebooks and GPU recordings, as Problems:
+    each reproduction's notebook, and (for the list form) at most one reproduction per device.
 
     Needs only the standard library (nbformat's schema check runs when it is installed).
     """
     root = Path(root)
-    reproduction = entry.reproduction if isinstance(entry.reproduction, dict) else {}
-    if "not_reproducible" in reproduction:
+    reproductions = entry.reproductions
+    if not reproductions:
+        return [_no_notebook(entry, ("reproduction",) if "reproduction" in entry.data else ())]
+    problems = _device_problems(entry, reproductions)
+    for reproduction in reproductions:
+        problems.extend(_reproduction_problems(entry, reproduction, root))
+    return problems
+
+
+def _no_notebook(entry: Entry, path: tuple[str | int, ...]) -> Problem:
+    return entry.document.problem(
+        path,
+        "no reproduction notebook: set reproduction.notebook and device, or "
+        "reproduction.not_reproducible with the reason",
+    )
+
+
+def _device_problems(entry: Entry, reproductions: list[Reproduction]) -> list[Problem]:
+    """A list names each device once, and each notebook once (the notebook names the run)."""
+    problems: list[Problem] = []
+    devices: dict[str, Reproduction] = {}
+    ids: dict[str, Reproduction] = {}
+    for reproduction in reproductions:
+        device = "none" if reproduction.not_reproducible is not None else reproduction.device
+        first = devices.setdefault(device, reproduction)
+        if first is not reproduction:
+            what = "not_reproducible" if device == "none" else f"device {device}"
+            problems.append(
+                entry.document.problem(
+                    reproduction.path,
+                    f"a second reproduction with {what} (the first is "
+                    f"{format_path(first.path)}): an entry has at most one reproduction per "
+                    "device",
+                )
+            )
+            continue
+        earlier = ids.setdefault(reproduction.id, reproduction)
+        if earlier is not reproduction:
+            problems.append(
+                entry.document.problem(
+                    reproduction.path,
+                    f"reproduction id {reproduction.id!r} is also {format_path(earlier.path)}'s: "
+                    "each reproduction needs its own notebook (its file stem names its run)",
+                )
+            )
+    return problems
+
+
+def _reproduction_problems(entry: Entry, reproduction: Reproduction, root: Path) -> list[Problem]:
+    if reproduction.not_reproducible is not None:
         return []
     doc = entry.document
-    notebook = reproduction.get("notebook")
+    notebook = reproduction.notebook
     if not notebook:
-        return [
-            doc.problem(
-                ("reproduction",) if "reproduction" in entry.data else (),
-                "no reproduction notebook: set reproduction.notebook and device, or "
-                "reproduction.not_reproducible with the reason",
-            )
-        ]
+        return [_no_notebook(entry, reproduction.path)]
     try:
-        path = notebook_file(root, str(notebook))
+        path = notebook_file(root, notebook)
     except ValueError as exc:
-        return [doc.problem(("reproduction", "notebook"), str(exc))]
+        return [doc.problem((*reproduction.path, "notebook"), str(exc))]
     display = display_path(path, root)
     problems: list[Problem] = []
     try:
@@ -59,7 +102,7 @@ def notebook_problems(entry: Entry, root: Path) -> list[Problem]:
         )
     problems.extend(_nbformat_schema_problems(data, display))
     problems.extend(_parameters_problems(data, display, text))
-    problems.extend(recording_problems(entry.id, root, data, reproduction))
+    problems.extend(recording_problems(reproduction.id, root, data, reproduction.data))
     return problems
 
 

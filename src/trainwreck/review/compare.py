@@ -9,7 +9,7 @@ from typing import Any
 
 from trainwreck.errors import UsageError
 from trainwreck.knowledge import KnowledgeBase
-from trainwreck.model import Problem
+from trainwreck.model import Entry, Problem
 from trainwreck.review.base import base_tree, resolve_ref
 from trainwreck.review.model import (
     Change,
@@ -278,6 +278,7 @@ def review_notebooks(base: Path, head_kb: KnowledgeBase, review: Review) -> list
     from trainwreck.model import DocumentError
     from trainwreck.reproduce import source_hash
     from trainwreck.site import _manifest_records, current_hashes, status_for
+    from trainwreck.site.status import reproduction_status
 
     head = head_kb.root
     changes = changed_files(base, head, "notebooks", "*.ipynb")
@@ -307,17 +308,38 @@ def review_notebooks(base: Path, head_kb: KnowledgeBase, review: Review) -> list
         try:
             entry = head_kb.entry_at(entry_path)
         except (DocumentError, OSError):
-            review.notebooks.append(
-                NotebookResult(
-                    change.stem, change.change, code_changed, "no entry of that id", "not-run"
+            entry = _entry_listing(head_kb, change.stem)
+            if entry is None:
+                review.notebooks.append(
+                    NotebookResult(
+                        change.stem, change.change, code_changed, "no entry of that id", "not-run"
+                    )
                 )
+                continue
+        several = len(entry.reproductions) > 1
+        reproduction = next((r for r in entry.reproductions if r.id == change.stem), None)
+        if reproduction is None:
+            status = status_for(entry, records.get(change.stem), current_hashes(head, entry))
+        else:
+            status = reproduction_status(
+                reproduction,
+                records.get(change.stem),
+                current_hashes(head, reproduction),
+                several=several,
             )
-            continue
-        status = status_for(entry, records.get(change.stem), current_hashes(head, entry))
         review.notebooks.append(
             NotebookResult(change.stem, change.change, code_changed, status.sentence, status.kind)
         )
     return changes
+
+
+def _entry_listing(kb: KnowledgeBase, run_id: str) -> Entry | None:
+    """The entry one of whose listed reproductions is named `run_id` (a notebook that is not
+    its entry's namesake, such as a CPU replay next to a GPU notebook)."""
+    for entry in kb.entries:
+        if any(r.id == run_id for r in entry.reproductions):
+            return entry
+    return None
 
 
 def affected_pages(
@@ -326,6 +348,7 @@ def affected_pages(
     review: Review,
     entry_changes: list[FileChange],
     notebook_changes: list[FileChange],
+    head_kb: KnowledgeBase | None = None,
 ) -> list[str]:
     from trainwreck.compile.bundle import site_url
 
@@ -335,7 +358,12 @@ def affected_pages(
         verb = change.change
         pages[f"entries/{change.stem}/"] = f"entry page ({verb})"
     for change in notebook_changes:
-        pages.setdefault(f"entries/{change.stem}/", "entry page (reproduction)")
+        page = change.stem
+        if head_kb is not None and not (head / "entries" / f"{page}.yaml").is_file():
+            # A notebook that is one of an entry's listed reproductions is on that entry's page.
+            listing = _entry_listing(head_kb, change.stem)
+            page = listing.id if listing is not None else page
+        pages.setdefault(f"entries/{page}/", "entry page (reproduction)")
     for rule in review.rules:
         if rule.entry and rule.change in _FILE_CHANGES:
             pages.setdefault(f"entries/{rule.entry}/", "entry page (detection rules)")
@@ -365,5 +393,5 @@ def review_change(root: Path, base_ref: str = "main") -> Review:
         review_rules(base_kb, head_kb, review, entry_changes)
         review_logs(base_kb, head_kb, review)
         notebook_changes = review_notebooks(base, head_kb, review)
-        review.pages = affected_pages(base, root, review, entry_changes, notebook_changes)
+        review.pages = affected_pages(base, root, review, entry_changes, notebook_changes, head_kb)
     return review

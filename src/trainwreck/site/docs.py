@@ -15,7 +15,12 @@ from trainwreck.site.indexes import render_indexes
 from trainwreck.site.nav import OPTIONAL_PAGES, entry_nav
 from trainwreck.site.related import RelatedLink, related_links
 from trainwreck.site.rule_pages import Rule
-from trainwreck.site.status import PageStatus, current_hashes, status_for
+from trainwreck.site.status import (
+    PageStatus,
+    ReproductionStatus,
+    entry_status,
+    reproduction_statuses,
+)
 from trainwreck.site.tags import entry_tags, paged_tags
 from trainwreck.site.text import PAGE_LINKS, SLUG_RE, PageLinks, drop_page_links
 from trainwreck.site.triage import render_triage
@@ -58,10 +63,11 @@ def generate_docs(
     context.site_pages = _site_pages(docs_out, entries, context.tag_pages)
     broken: list[str] = []
     for entry in entries:
-        status = status_for(entry, records.get(entry.id), current_hashes(root, entry))
+        parts = reproduction_statuses(root, entry, records)
+        status = entry_status(parts)
         pages.statuses[entry.id] = status
         pages.figures += _write_entry_page(
-            context, entry, status, _entry_rules(entry, rules), broken
+            context, entry, status, _entry_rules(entry, rules), broken, parts
         )
         pages.entries += 1
     if broken:
@@ -145,7 +151,12 @@ def _entry_rules(entry: Entry, rules: list[Rule]) -> list[Rule]:
 
 
 def _write_entry_page(
-    context: _Context, entry: Entry, status: PageStatus, rules: list[Rule], broken: list[str]
+    context: _Context,
+    entry: Entry,
+    status: PageStatus,
+    rules: list[Rule],
+    broken: list[str],
+    parts: list[ReproductionStatus] | None = None,
 ) -> int:
     """Write the entry's page and its figures; returns the figure count. Relative links in its
     text that name no page are added to `broken`."""
@@ -167,6 +178,7 @@ def _write_entry_page(
             page_dir=page_dir,
             tag_pages=context.tag_pages,
             vocabulary=context.vocabulary,
+            parts=parts,
         )
     finally:
         PAGE_LINKS.reset(token)

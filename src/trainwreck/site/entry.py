@@ -15,7 +15,12 @@ from trainwreck.site.messages import messages_section
 from trainwreck.site.related import RELATION_LABELS, RelatedLink
 from trainwreck.site.reproduction import render_reproduction
 from trainwreck.site.rule_pages import Rule, render_rule
-from trainwreck.site.status import PageStatus, ReviewStatus, review_status_for
+from trainwreck.site.status import (
+    PageStatus,
+    ReproductionStatus,
+    ReviewStatus,
+    review_status_for,
+)
 from trainwreck.site.tags import entry_tags, facet_line, tag_links
 from trainwreck.site.text import (
     SLUG_RE,
@@ -78,6 +83,8 @@ class EntryPage:
     vocabulary: dict[str, Facet] | None = None
     figures: int = 0  # written next to the page by the reproduction section
     review: ReviewStatus | None = None  # the fact check's status, from the entry's checked block
+    # Each reproduction with its own status (None: the entry's one, as `status` says).
+    parts: list[ReproductionStatus] | None = None
 
 
 def render_entry(
@@ -91,9 +98,11 @@ def render_entry(
     page_dir: Path,
     tag_pages: set[str] | None = None,
     vocabulary: dict[str, Facet] | None = None,
+    parts: list[ReproductionStatus] | None = None,
 ) -> tuple[str, int]:
     """The Markdown page of one entry (and its figures written into `page_dir`)."""
     page = EntryPage(root, status, rules, related, titles, page_dir, tag_pages, vocabulary)
+    page.parts = parts
     page.review = review_status_for(entry)
     out: list[str] = []
     for section in SECTIONS:
@@ -358,7 +367,9 @@ def _detection(entry: Entry, page: EntryPage) -> list[str]:
 
 
 def _reproduction(entry: Entry, page: EntryPage) -> list[str]:
-    text, page.figures = render_reproduction(page.root, entry, page.status, page.page_dir)
+    text, page.figures = render_reproduction(
+        page.root, entry, page.status, page.page_dir, page.parts
+    )
     return [text, ""]
 
 

@@ -57,7 +57,7 @@ def _demote_headings(markdown: str, levels: int = 2) -> str:
     return "\n".join(out)
 
 
-def _notebook_markdown(markdown: str) -> str:
+def _notebook_markdown(markdown: str, demote: int = 2) -> str:
     """A markdown cell for the page: its headings (demoted) stay page headings, so they reach
     the table of contents; everything else is sanitised as contributed prose."""
     parts: list[str] = []
@@ -70,7 +70,7 @@ def _notebook_markdown(markdown: str) -> str:
             parts.append(prose(text))
         chunk.clear()
 
-    for line in _demote_headings(markdown).split("\n"):
+    for line in _demote_headings(markdown, demote).split("\n"):
         fence = _fence_after(line, fence)
         heading = re.match(r"(#{1,6})\s+(.*?)(\s+#+)?\s*$", line) if fence is None else None
         if heading:
@@ -107,7 +107,12 @@ def _decode(data: Any) -> bytes:
 
 
 def render_notebook(
-    notebook: dict[str, Any], out_dir: Path, *, prefix: str, show_outputs: bool
+    notebook: dict[str, Any],
+    out_dir: Path,
+    *,
+    prefix: str,
+    show_outputs: bool,
+    demote: int = 2,
 ) -> RenderedNotebook:
     """Markdown for a notebook: its prose, its code, and (when `show_outputs`) its outputs.
 
@@ -136,7 +141,7 @@ def render_notebook(
                         figures.append(figure)
                         text = text.replace(f"attachment:{name}", figure)
                         break
-            parts.append(_notebook_markdown(text.strip()))
+            parts.append(_notebook_markdown(text.strip(), demote))
             continue
         if kind != "code" or not source.strip():
             continue

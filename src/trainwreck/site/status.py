@@ -8,11 +8,12 @@ says "reviewed" only while the entry still is what was checked."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainwreck.knowledge.checked import Checked, is_current
-from trainwreck.model import Entry
+from trainwreck.model import Entry, Reproduction
 from trainwreck.reproduce.records import RunRecord, Status, status_word
 from trainwreck.reproduce.source import SCALES, source_hash
 from trainwreck.site.text import first_sentence, human_date
@@ -22,7 +23,8 @@ from trainwreck.site.text import first_sentence, human_date
 class PageStatus:
     """What the page says about the reproduction, and whether it may show the outputs."""
 
-    kind: str  # reproduced | recorded | stale | needs-gpu | not-reproducible | failed | not-run
+    # reproduced | recorded | replayed | stale | needs-gpu | not-reproducible | failed | not-run
+    kind: str
     label: str  # short: for index tables
     sentence: str  # the badge text
     admonition: str  # material admonition type
@@ -30,28 +32,138 @@ class PageStatus:
     record: RunRecord | None = None
 
 
-def current_hashes(root: Path, entry: Entry) -> set[str]:
-    """The source hashes the current notebook would have at each scale (empty if unknown)."""
-    reproduction = entry.reproduction
-    notebook = reproduction.get("notebook")
-    if not notebook:
+def current_hashes(root: Path, entry: Entry | Reproduction) -> set[str]:
+    """The source hashes the current notebook would have at each scale (empty if unknown), of
+    a reproduction or of an entry's first one."""
+    reproduction = entry if isinstance(entry, Reproduction) else _first(entry)
+    notebook = reproduction.notebook if reproduction is not None else None
+    if reproduction is None or not notebook:
         return set()
     try:
         data = json.loads((root / notebook).read_text(encoding="utf-8"))
-        return {source_hash(data, reproduction, scale) for scale in SCALES}
+        return {source_hash(data, reproduction.data, scale) for scale in SCALES}
     except (OSError, ValueError, TypeError, AttributeError):
         return set()
 
 
-def status_for(entry: Entry, record: RunRecord | None, hashes: set[str]) -> PageStatus:
-    """The honest status of an entry's reproduction.
+def _first(entry: Entry) -> Reproduction | None:
+    found = entry.reproductions
+    return found[0] if found else None
 
-    `record` is the entry's manifest record (or None) and `hashes` the source hashes of the
-    current notebook: a record whose hash is not among them ran an older notebook and is stale.
+
+@dataclass
+class ReproductionStatus:
+    """One reproduction of an entry and what its part of the page says about it."""
+
+    reproduction: Reproduction
+    status: PageStatus
+    title: str  # what it is: "GPU notebook", "CPU replay of the allocator's rules", ...
+
+
+# What a replay notebook replays (the schema's `replay` values), as the page names it.
+REPLAYS = {"allocator": "the CUDA caching allocator's rules"}
+# The entry's chip for several reproductions: the strongest run shown, in this order.
+_KIND_ORDER = (
+    "reproduced",
+    "recorded",
+    "replayed",
+    "failed",
+    "stale",
+    "needs-gpu",
+    "not-run",
+    "not-reproducible",
+)
+
+
+def reproduction_title(reproduction: Reproduction) -> str:
+    if reproduction.not_reproducible is not None:
+        return "Not reproducible"
+    if reproduction.replay:
+        return f"CPU replay of {REPLAYS.get(reproduction.replay, reproduction.replay)}"
+    return f"{reproduction.device.upper()} notebook"
+
+
+def reproduction_statuses(
+    root: Path, entry: Entry, records: Mapping[str, RunRecord]
+) -> list[ReproductionStatus]:
+    """Each reproduction of the entry with its own honest status, from its own record."""
+    reproductions = entry.reproductions
+    several = len(reproductions) > 1
+    return [
+        ReproductionStatus(
+            r,
+            reproduction_status(r, records.get(r.id), current_hashes(root, r), several=several),
+            reproduction_title(r),
+        )
+        for r in reproductions
+    ]
+
+
+def entry_status(parts: list[ReproductionStatus]) -> PageStatus:
+    """What the entry's chip, quick answer and index rows say: the one reproduction's status,
+    or for several the strongest one's kind with every reproduction's sentence."""
+    if len(parts) == 1:
+        return parts[0].status
+    if not parts:
+        return PageStatus(
+            "not-run", "not yet run", "Not yet reproduced: no reproduction.", "warning", False
+        )
+    ranked = sorted(
+        parts,
+        key=lambda p: (
+            _KIND_ORDER.index(p.status.kind) if p.status.kind in _KIND_ORDER else len(_KIND_ORDER)
+        ),
+    )
+    best = ranked[0].status
+    # A green box only when every part is green: a replay that passed is not the GPU run.
+    admonitions = {p.status.admonition for p in parts}
+    return PageStatus(
+        best.kind,
+        best.label,
+        " ".join(p.status.sentence for p in parts),
+        best.admonition if len(admonitions) == 1 else "info",
+        False,  # each reproduction's own part shows its outputs
+    )
+
+
+def status_for(entry: Entry, record: RunRecord | None, hashes: set[str]) -> PageStatus:
+    """The honest status of an entry's (first) reproduction.
+
+    `record` is its manifest record (or None) and `hashes` the source hashes of the current
+    notebook: a record whose hash is not among them ran an older notebook and is stale.
     """
-    reproduction = entry.reproduction
-    if "not_reproducible" in reproduction:
-        reason = " ".join(str(reproduction["not_reproducible"]).split())
+    reproduction = _first(entry) or Reproduction(entry.id, entry.id, {}, ("reproduction",))
+    return reproduction_status(reproduction, record, hashes)
+
+
+def reproduction_status(
+    reproduction: Reproduction,
+    record: RunRecord | None,
+    hashes: set[str],
+    *,
+    several: bool = False,
+) -> PageStatus:
+    """The honest status of one reproduction; `several`: the entry has others, so the
+    sentence says which one it is about."""
+    status = _reproduction_status(reproduction, record, hashes)
+    if not several:
+        return status
+    title = reproduction_title(reproduction)
+    if status.kind == "needs-gpu":
+        status.sentence = (
+            "GPU notebook not run here: it needs a GPU, and no GPU recording of it exists yet."
+        )
+    elif status.kind != "replayed":
+        sentence = status.sentence
+        status.sentence = f"{title}: {sentence[:1].lower()}{sentence[1:]}"
+    return status
+
+
+def _reproduction_status(
+    reproduction: Reproduction, record: RunRecord | None, hashes: set[str]
+) -> PageStatus:
+    if reproduction.not_reproducible is not None:
+        reason = " ".join(reproduction.not_reproducible.split())
         return PageStatus(
             "not-reproducible",
             "not reproducible",
@@ -59,7 +171,7 @@ def status_for(entry: Entry, record: RunRecord | None, hashes: set[str]) -> Page
             "info",
             False,
         )
-    device = str(reproduction.get("device") or "cpu")
+    device = reproduction.device
     if record is None:
         if device == "gpu":
             return _needs_gpu(None)
@@ -71,7 +183,26 @@ def status_for(entry: Entry, record: RunRecord | None, hashes: set[str]) -> Page
             "warning",
             False,
         )
-    return _from_record(record, device, hashes)
+    status = _from_record(record, device, hashes)
+    if reproduction.replay and status.kind == "reproduced":
+        return _replayed(record, reproduction.replay)
+    return status
+
+
+def _replayed(record: RunRecord, replay: str) -> PageStatus:
+    """A replay that passed: it ran, on the CPU, for the current source, and it is a model."""
+    where = record.host.cpu or "an unknown host"
+    what = REPLAYS.get(replay, replay)
+    return PageStatus(
+        "replayed",
+        "replayed on CPU",
+        f"CPU replay ran on CPU for the current source, on {where} on "
+        f"{human_date(record.started)}{_with_versions(record)}; fingerprint asserted. It "
+        f"replays a model of {what} (trainwreck.memory), not a GPU run.",
+        "success",
+        True,
+        record,
+    )
 
 
 def _from_record(record: RunRecord, device: str, hashes: set[str]) -> PageStatus:
