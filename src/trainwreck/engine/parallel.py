@@ -313,6 +313,7 @@ def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
                     state.events = []
                 state.events.extend(found.events[: max(0, MAX_ROWS - len(state.events))])
             state.truncated |= found.truncated
+            state.cut += found.cut
         for name, per_rank in series.items():
             target_series = run.series.setdefault(name, {})
             if id(target_series) in merged:

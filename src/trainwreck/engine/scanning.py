@@ -98,6 +98,16 @@ class Engine:
             [patterns.series_fed(rules, users_of) for users_of in self.users],
             bool(self.records),
         )
+        # Rules with a matcher kind that judges what it gathered once it is over (a traceback:
+        # matching.KindRuntime.flush), with those flushes.
+        self.flushes = [
+            (index, flush)
+            for index, rule in enumerate(rules)
+            for flush in {
+                KINDS[m.kind].flush for m in rule.matchers.values() if KINDS[m.kind].flush
+            }
+            if flush is not None
+        ]
         self.prefilter: Any = None
         self.series_budget = st.SERIES_BUDGET  # a parallel worker holds its share of it
         self.prepared = False
@@ -205,6 +215,7 @@ class Engine:
             ):
                 self._scan_block(block, cursor, sample_ranks=part is None)
             result.lines += cursor.line_no - first_line
+            self._flush(scan, None)
         finally:
             if result.unranked > unranked:
                 result.skipped.append(
@@ -235,6 +246,8 @@ class Engine:
             self._scan_candidates(cursor)
         cursor.count_to(len(shaped))
         cursor.base += raw_length
+        if self.flushes:
+            self._flush(cursor.scan, cursor.line_no)
         st.thin_series(cursor.scan.runs, self.series_budget)
 
     def _scan_candidates(self, cursor: Cursor) -> None:
@@ -421,6 +434,12 @@ class Engine:
             taken = rows if len(parts) == 1 else rows.take(part)
             for index, batch in taken.batches(scan):
                 record_batch(self.users[index], batch, scan.runs)
+
+    def _flush(self, scan: FileScan, next_line: int | None) -> None:
+        """What the flushing kinds gathered in this input and no later line can join (all of it
+        at the input's end, `next_line` None) is judged and recorded."""
+        for index, flush in self.flushes:
+            flush(scan.runs[index], scan.file_id, next_line, record_match)
 
     # -- one candidate line ---------------------------------------------------------------------
 
