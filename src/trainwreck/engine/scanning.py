@@ -98,16 +98,7 @@ class Engine:
             [patterns.series_fed(rules, users_of) for users_of in self.users],
             bool(self.records),
         )
-        # Rules with a matcher kind that judges what it gathered once it is over (a traceback:
-        # matching.KindRuntime.flush), with those flushes.
-        self.flushes = [
-            (index, flush)
-            for index, rule in enumerate(rules)
-            for flush in {
-                KINDS[m.kind].flush for m in rule.matchers.values() if KINDS[m.kind].flush
-            }
-            if flush is not None
-        ]
+        self.flushes = patterns.flushes(rules)
         self.prefilter: Any = None
         self.series_budget = st.SERIES_BUDGET  # a parallel worker holds its share of it
         self.prepared = False
@@ -436,8 +427,7 @@ class Engine:
                 record_batch(self.users[index], batch, scan.runs)
 
     def _flush(self, scan: FileScan, next_line: int | None) -> None:
-        """What the flushing kinds gathered in this input and no later line can join (all of it
-        at the input's end, `next_line` None) is judged and recorded."""
+        """Judge what no later line can join (all at the input's end): patterns.flushes."""
         for index, flush in self.flushes:
             flush(scan.runs[index], scan.file_id, next_line, record_match)
 

@@ -23,6 +23,7 @@ and the serial scan flushes at the end of each block the units no later line can
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,9 +69,9 @@ class Unit:
         return not self.done
 
 
-def feed(unit: Unit | None, role: PatternRole, caps: dict[str, Any], number: int) -> tuple[
-    Unit | None, Unit | None
-]:
+def feed(
+    unit: Unit | None, role: PatternRole, caps: dict[str, Any], number: int
+) -> tuple[Unit | None, Unit | None]:
     """One traceback line into the unit open on its file and rank: (the unit now open, a unit
     this line ended before it, to judge)."""
     ended: Unit | None = None
@@ -132,13 +133,23 @@ def judge(matcher: TracebackMatcher, unit: Unit) -> tuple[list[Frame], bool] | N
         met.append(found)
     if not met:
         return None
-    if matcher.exception and unit.exception is not None:
-        if not tb.exception_matches(matcher.exception, unit.exception):
-            return None
-    if matcher.message is not None and unit.message is not None:
-        if regexes.compile(matcher.message).search(unit.message) is None:
-            return None
+    if (
+        matcher.exception
+        and unit.exception is not None
+        and not tb.exception_matches(matcher.exception, unit.exception)
+    ):
+        return None
+    if (
+        matcher.message is not None
+        and unit.message is not None
+        and _message_pattern(matcher.message).search(unit.message) is None
+    ):
+        return None
     return met, unit.cut
+
+
+# (a message pattern is compiled once, not once per traceback judged)
+_message_pattern = functools.lru_cache(maxsize=256)(regexes.compile)
 
 
 def captures(unit: Unit) -> dict[str, Any]:
@@ -231,4 +242,3 @@ def parse(text: str) -> Iterator[Unit]:
                 units[rank] = unit
             break
     yield from units.values()
-

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 # (The patterns below are RE2; each holds a literal the prefilter can find.)
 HEADER = r"Traceback \(most recent call last\)"
 PY_FRAME = r'^File "(?P<tb_path>[^"]+)", line (?P<tb_line>\d+)(?:, in (?P<tb_function>\S+))?'
-RICH_FRAME = r'(?:^|\s)(?P<tb_rpath>[^\s"]+\.py):(?P<tb_rline>\d+) in (?P<tb_rfunction>[\w<>.]+)\s*$'
+RICH_FRAME = (
+    r'(?:^|\s)(?P<tb_rpath>[^\s"]+\.py):(?P<tb_rline>\d+) in (?P<tb_rfunction>[\w<>.]+)\s*$'
+)
 CXX_FRAME = r"^frame #(?P<tb_frame>\d+): (?P<tb_frame_text>.+)$"
 CXX_CAPTURED_FRAME = r"^#(?P<tb_cframe>\d+) (?P<tb_cframe_text>.+) from (?P<tb_cfile>\S+)$"
 CXX_RAISED = (
