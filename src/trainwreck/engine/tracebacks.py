@@ -110,7 +110,7 @@ def feed(
         caught = tb.CAUGHT.match(message or "")
         if caught is not None and unit.worker is None:
             # The main process's re-raise: the worker's own traceback follows.
-            unit.exception, unit.worker, unit.reraise = name, int(caught["worker"]), True
+            unit.exception, unit.worker, unit.reraise = caught["type"], int(caught["worker"]), True
         else:
             unit.exception, unit.message, unit.done, unit.end = name, message, True, number
     elif role == PatternRole.TB_TERMINATE:
