@@ -348,14 +348,20 @@ def test_one_file_in_parts_scans_tracebacks_alike(traceback_rules, monkeypatch, 
     monkeypatch.setattr(reading, "BLOCK", 64 << 10)  # several blocks, so several parts
     log = mixed_log(tmp_path / "combined.log", 4000, 7, overlong=False)
     text = log.read_text().splitlines(keepends=True)
-    for at in range(150, len(text), 420):
+    for at in (150, 1200, 2400, 3800):
         text[at] += CUT if at % 2 else WHOLE
     log.write_text("".join(text))
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", log.stat().st_size // 4)
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 3)
+    planned: list[Any] = []
+    original = parallel.plan_parts
+    monkeypatch.setattr(
+        parallel, "plan_parts", lambda *a: planned.append(original(*a)) or planned[-1]
+    )
     serial = eng.Engine(traceback_rules).scan([(str(log), str(log))], jobs=1)
     assert sum(run.matchers[m].cut for run in serial.runs for m in run.matchers) > 0
     parts = eng.Engine(traceback_rules).scan([(str(log), str(log))], jobs=3)
+    assert planned and planned[0] is not None and len(planned[0][1]) == 3, planned
     assert state_of(parts) == state_of(serial)
 
 
