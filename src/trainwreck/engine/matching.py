@@ -201,7 +201,5 @@ KINDS: Mapping[MatcherKind, KindRuntime] = _table(
     # A metric matcher is a regex built from the metric vocabulary: recorded the same way.
     KindRuntime(MatcherKind.METRIC, batched=True, step=_regex_step),
     # A traceback is parsed line by line, in line order, and judged once it is over.
-    KindRuntime(
-        MatcherKind.TRACEBACK, batched=False, step=tracebacks.step, flush=tracebacks.flush
-    ),
+    KindRuntime(MatcherKind.TRACEBACK, batched=False, step=tracebacks.step, flush=tracebacks.flush),
 )

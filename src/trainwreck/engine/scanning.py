@@ -111,19 +111,20 @@ class Engine:
         self.prefilter = patterns.prefilters(self.pattern_list, self.record_literals, sample)
         self.prepared = True
 
-    def block_starts(self) -> Any:
-        """One RE2 search for every line that may open a multi-line matcher (a block's start):
-        the opening patterns' prefilters (parallel.no_open_block); None without any."""
+    def block_starts(self) -> list[tuple[int, Any]]:
+        """Per span (the most lines a multi-line matcher spans), one RE2 search for every line
+        that may open such a matcher (a block's start, a traceback's lines): the opening
+        patterns' prefilters (parallel.no_open_block); empty without any."""
         if self._block_starts is None:
-            found = [
-                opens[0]
-                for rule in self.rules
-                for matcher in rule.matchers.values()
-                if (opens := matcher.opens()) is not None
+            found: dict[int, list[str]] = {}
+            for rule in self.rules:
+                for matcher in rule.matchers.values():
+                    if (opens := matcher.opens()) is not None:
+                        found.setdefault(opens[1], []).extend(opens[0])
+            self._block_starts = [
+                (span, patterns.any_of_prefilters(sorted(set(openers))))
+                for span, openers in sorted(found.items())
             ]
-            if not found:
-                return None
-            self._block_starts = patterns.any_of_prefilters(found)
         return self._block_starts
 
     def new_runs(self) -> list[RuleRun]:

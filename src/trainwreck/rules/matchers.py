@@ -106,9 +106,9 @@ class Matcher:
         """Its RE2 patterns, each with its role, in the order the rule gives them."""
         return ()
 
-    def opens(self) -> tuple[str, int] | None:
-        """For a matcher that spans lines: the pattern of the line that opens it, and the most
-        lines it spans (a parallel scan never cuts a file where one may be open)."""
+    def opens(self) -> tuple[tuple[str, ...], int] | None:
+        """For a matcher that spans lines: the patterns of the lines that may open it, and the
+        most lines it spans (a parallel scan never cuts a file where one may be open)."""
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,8 +167,8 @@ class BlockMatcher(Matcher):
     max_lines: int  # from start to end inclusive
     capture: tuple[str, ...]  # patterns tried on the lines inside
 
-    def opens(self) -> tuple[str, int] | None:
-        return self.start, self.max_lines
+    def opens(self) -> tuple[tuple[str, ...], int] | None:
+        return (self.start,), self.max_lines
 
     def patterns(self) -> tuple[tuple[PatternRole, str], ...]:
         return (
@@ -200,8 +200,8 @@ TRACEBACK_LINES: tuple[tuple[PatternRole, str], ...] = (
 )
 # The lines that may open a traceback unit: any of its lines but the exception (an excerpt may
 # start anywhere in it).
-TRACEBACK_OPENERS = "|".join(
-    f"(?:{pattern})" for role, pattern in TRACEBACK_LINES if role != PatternRole.TB_EXCEPTION
+TRACEBACK_OPENERS = tuple(
+    pattern for role, pattern in TRACEBACK_LINES if role != PatternRole.TB_EXCEPTION
 )
 
 
@@ -223,7 +223,7 @@ class TracebackMatcher(Matcher):
             spec for text in self.frames if (spec := tb.parse_frame_spec(text)) is not None
         )
 
-    def opens(self) -> tuple[str, int] | None:
+    def opens(self) -> tuple[tuple[str, ...], int] | None:
         return TRACEBACK_OPENERS, self.max_lines
 
     def patterns(self) -> tuple[tuple[PatternRole, str], ...]:
@@ -339,7 +339,7 @@ def _traceback_yaml(spec: Mapping[str, Any], values: dict[str, Unit]) -> Matcher
         tuple(str(frame) for frame in found["frames"]),
         tuple(str(name) for name in found.get("exception") or ()),
         None if message is None else str(message),
-        int(found.get("max_lines", 300)),
+        int(found.get("max_lines", 200)),
     )
 
 
