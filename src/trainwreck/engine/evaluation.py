@@ -43,9 +43,10 @@ class RuleOutcome:
 # A finding that rests only on the frames of tracebacks cut before their exception line keeps
 # this share of its confidence (the frames name where it failed, not what failed there).
 CUT_CONFIDENCE = 0.6
+CUT_NOTE_START = "from the frames of a traceback cut before its message"
 CUT_NOTE = (
-    "from the frames of a traceback cut before its message (no exception line follows them in"
-    " the log): confidence {before:.2f} lowered to {after:.2f}"
+    CUT_NOTE_START + " (no exception line follows them in the log): confidence {before:.2f}"
+    " lowered to {after:.2f}"
 )
 
 
