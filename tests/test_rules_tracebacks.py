@@ -386,3 +386,22 @@ def test_saved_states_merged_find_what_one_scan_finds(traceback_rules, tmp_path)
         states.append(out)
     merged = plain(diagnose(states, rule_set=rule_set, scanner=MergeScanner()))
     assert merged == serial
+
+
+def test_cxx_frame_specs_match_on_the_library_and_the_qualified_name(tmp_path):
+    body = """
+matchers:
+  watchdog:
+    traceback:
+      frames: ['libtorch_cuda.so:ProcessGroupNCCL::ncclCommWatchdog']
+      exception: [DistBackendError]
+condition: watchdog
+"""
+    rule = make_rule(tmp_path, body)
+    text = (
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "frame #0: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x1b4 (0x7f02 in /usr/lib/libtorch_cuda.so)\n"
+    )
+    assert len(fired(rule, write(tmp_path / "w.log", text))) == 1
+    other = text.replace("c10::DistBackendError", "std::bad_alloc")
+    assert fired(rule, write(tmp_path / "x.log", other)) == []
