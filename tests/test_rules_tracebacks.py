@@ -111,6 +111,24 @@ def test_a_rich_boxed_traceback_gives_its_frames():
     assert unit.exception == "RuntimeError" and unit.message.startswith("PytorchStreamWriter")
 
 
+def test_an_ipython_traceback_gives_its_qualified_frames():
+    text = (
+        "---------------------------------------------------------------------------\n"
+        "OutOfMemoryError                          Traceback (most recent call last)\n"
+        "Cell In[7], line 3\n"
+        "      1 model.train()\n"
+        "----> 3 out = model(batch)\n"
+        "File /opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py:1501, in Module._call_impl(self, *args, **kwargs)\n"
+        "   1500     return forward_call(*args, **kwargs)\n"
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    unit = only(list(parse(text)))
+    assert frames(unit) == [
+        ("/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", "Module._call_impl")
+    ]
+    assert unit.exception == "OutOfMemoryError" and not unit.cut
+
+
 def test_old_style_cxx_frames_join_the_exception_they_follow():
     text = (
         "Traceback (most recent call last):\n"

@@ -81,8 +81,8 @@ def feed(
         else:
             ended, unit = unit, Unit(number, None)
     elif role == PatternRole.TB_FRAME:
-        path = caps.get("tb_path") or caps.get("tb_rpath")
-        function = caps.get("tb_function") or caps.get("tb_rfunction")
+        path = caps.get("tb_path") or caps.get("tb_rpath") or caps.get("tb_ipath")
+        function = caps.get("tb_function") or caps.get("tb_rfunction") or caps.get("tb_ifunction")
         if unit is None or unit.done:
             ended, unit = unit, Unit(number, None)
         unit.frames.append(Frame(path, function, number))

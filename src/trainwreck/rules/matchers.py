@@ -192,6 +192,7 @@ TRACEBACK_LINES: tuple[tuple[PatternRole, str], ...] = (
     (PatternRole.TB_HEADER, tb.HEADER),
     (PatternRole.TB_FRAME, tb.PY_FRAME),
     (PatternRole.TB_FRAME, tb.RICH_FRAME),
+    (PatternRole.TB_FRAME, tb.IPYTHON_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_CAPTURED_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_RAISED),

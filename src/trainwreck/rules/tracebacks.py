@@ -8,6 +8,7 @@ removed rank prefixes, timestamps, indentation and rich box borders):
   DataLoader worker's re-raise, and rich's boxed title `Traceback (most recent call last)`);
 - a Python frame: `File "PATH", line N, in FUNCTION` (CPython's traceback module);
 - a rich frame: `PATH:N in FUNCTION` (rich.traceback, as rich, typer and accelerate print it);
+- an IPython frame: `File PATH:N, in FUNCTION(ARGS)` (IPython 8, Jupyter);
 - a C++ frame: `frame #N: FUNCTION + 0x.. (0x.. in LIB)` (c10's backtrace in PyTorch up to
   2.x), `#N FUNCTION from FILE:N` (c10's CapturedTraceback, PyTorch 2.13), and the throw site
   `Exception raised from FUNCTION at PATH:N (most recent call first):`;
@@ -33,6 +34,10 @@ HEADER = r"Traceback \(most recent call last\)"
 PY_FRAME = r'^File "(?P<tb_path>[^"]+)", line (?P<tb_line>\d+)(?:, in (?P<tb_function>\S+))?'
 RICH_FRAME = (
     r'(?:^|\s)(?P<tb_rpath>[^\s"]+\.py):(?P<tb_rline>\d+) in (?P<tb_rfunction>[\w<>.]+)\s*$'
+)
+# IPython 8 and Jupyter: `File PATH:N, in FUNCTION(ARGS)` (a qualified name, `Module._call_impl`).
+IPYTHON_FRAME = (
+    r"^File (?P<tb_ipath>[^\s\",][^,]*?):(?P<tb_iline>\d+), in (?P<tb_ifunction>[\w<>.]+)"
 )
 CXX_FRAME = r"^frame #(?P<tb_frame>\d+): (?P<tb_frame_text>.+)$"
 CXX_CAPTURED_FRAME = r"^#(?P<tb_cframe>\d+) (?P<tb_cframe_text>.+) from (?P<tb_cfile>\S+)$"
