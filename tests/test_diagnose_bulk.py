@@ -61,6 +61,7 @@ def state_of(result: eng.ScanResult) -> dict[str, Any]:
                     (e.rank, e.index, e.t, e.file, e.line, e.value, e.offset) for e in state.events
                 ],
                 "truncated": state.truncated,
+                "cut": state.cut,
             }
         series = {
             name: [

@@ -210,6 +210,7 @@ def _explain_rule(rule: Rule, inputs: list[tuple[str, Any]]) -> Explanation:
     import numpy as np
 
     from trainwreck import engine as eng
+    from trainwreck.engine.evaluation import CUT_NOTE_START
     from trainwreck.rules import condition as cond
     from trainwreck.rules.matchers import RegexMatcher
 
@@ -274,7 +275,11 @@ def _explain_rule(rule: Rule, inputs: list[tuple[str, Any]]) -> Explanation:
         },
         outcome.fired,
         round(outcome.confidence, 3) if outcome.fired else None,
-        _why(rule, outcome.fired, names),
+        # (a finding on cut tracebacks alone says so here too)
+        "; ".join(
+            [_why(rule, outcome.fired, names)]
+            + [note for note in outcome.notes if note.startswith(CUT_NOTE_START)]
+        ),
         names,
         matchers,
         series,

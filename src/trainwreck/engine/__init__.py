@@ -15,6 +15,7 @@ The modules, each one job (dependencies point down this list):
 - `state`: that state (matchers, series buffers, evidence) and the limits that bound it;
 - `patterns`: every distinct pattern once, the RE2 set and the prefilter;
 - `matching`: the runtime of every matcher kind (what a line it matches records);
+- `tracebacks`: a traceback read as one unit per file and rank, judged once it is over;
 - `captures`: named captures converted by the matchers' units;
 - `lineinfo`: a line's rank and time; `prefixes`: the paste-shape layer under it;
 - `reading`: files, stdin and gzip in blocks of whole lines, evidence text; `sources`: the

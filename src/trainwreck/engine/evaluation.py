@@ -40,21 +40,38 @@ class RuleOutcome:
     error: str | None = None
 
 
-class RuleContext:
-    """What a rule's condition reads after the scan (condition.Context): its matchers and detectors."""
+# A finding that rests only on the frames of tracebacks cut before their exception line keeps
+# this share of its confidence (the frames name where it failed, not what failed there).
+CUT_CONFIDENCE = 0.6
+CUT_NOTE_START = "from the frames of a traceback cut before its message"
+CUT_NOTE = (
+    CUT_NOTE_START + " (no exception line follows them in the log): confidence {before:.2f}"
+    " lowered to {after:.2f}"
+)
 
-    def __init__(self, run: RuleRun, results: dict[str, det.DetectorResult]):
+
+class RuleContext:
+    """What a rule's condition reads after the scan (condition.Context): its matchers and
+    detectors. `whole`: traceback matches count only when their exception line is in the log
+    (not cut: MatcherState.cut)."""
+
+    def __init__(self, run: RuleRun, results: dict[str, det.DetectorResult], whole: bool = False):
         self.run = run
         self.results = results
+        self.whole = whole
+
+    def _matches(self, name: str) -> int:
+        state = self.run.matchers[name]
+        return state.count - state.cut if self.whole else state.count
 
     def truth(self, name: str) -> bool:
         if name in self.run.matchers:
-            return self.run.matchers[name].count > 0
+            return self._matches(name) > 0
         return self.results[name].fired
 
     def count(self, name: str) -> float:
         if name in self.run.matchers:
-            return float(self.run.matchers[name].count)
+            return float(self._matches(name))
         return float(self.results[name].outputs.get("count", 0.0))
 
     def numbers(self, part: str, field_name: str) -> np.ndarray | float:
@@ -84,6 +101,16 @@ def evaluate(run: RuleRun, scan: ScanResult) -> RuleOutcome:
         if context.truth(part):
             boosts[part] = amount
     confidence = min(0.99, max(0.01, rule.confidence + sum(boosts.values())))
+    if (
+        fired
+        and tree is not None
+        and any(state.cut for state in run.matchers.values())
+        and not cond.evaluate(tree, RuleContext(run, results, whole=True))
+    ):
+        # It fires only through tracebacks cut before their message: say so, and trust less.
+        lowered = max(0.01, round(confidence * CUT_CONFIDENCE, 2))
+        notes.append(CUT_NOTE.format(before=confidence, after=lowered))
+        confidence = lowered
     evidence: list[Evidence] = []
     ranks: set[Any] = set()
     first_key = NEVER

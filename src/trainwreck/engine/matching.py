@@ -11,6 +11,9 @@ says:
 - `step`: what a hit of one of its patterns records, for a line recorded on its own: the line's
   named captures in, matches out through the recorder (`Record`), with the kind's own state in the
   rule's state (`RuleRun.blocks`);
+- `flush`: for a kind that judges what it gathered only once it is over (a traceback), what it
+  does when lines stop coming: at the end of a block (the units no later line can join) and at
+  the end of an input (all of them);
 - `reads_records`: the kind matches JSON-object lines by their fields, not by a pattern: the
   engine decodes such lines (a line that holds a JSON object is never read through its shape);
   `record_literal` is a literal any line it matches must hold (for the prefilter), and
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import re2
 
+from trainwreck.engine import tracebacks
 from trainwreck.engine.reading import evidence_text
 from trainwreck.findings import Evidence
 from trainwreck.rules.matchers import (
@@ -107,6 +111,8 @@ class Record(Protocol):
 
 
 Step = Callable[["PatternUse", dict[str, Any], Line, "RuleRun", Record], None]
+# (the rule's state, the file, the number of the next line to come or None at the input's end)
+Flush = Callable[["RuleRun", int, "int | None", Record], None]
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,7 @@ class KindRuntime:
     reads_records: bool = False
     record_literal: Callable[[Matcher], str] | None = None
     matches_record: Callable[[Matcher, Mapping[str, Any]], bool] | None = None
+    flush: Flush | None = None
 
 
 def _regex_step(
@@ -193,4 +200,6 @@ KINDS: Mapping[MatcherKind, KindRuntime] = _table(
     KindRuntime(MatcherKind.BLOCK, batched=False, step=_block_step),
     # A metric matcher is a regex built from the metric vocabulary: recorded the same way.
     KindRuntime(MatcherKind.METRIC, batched=True, step=_regex_step),
+    # A traceback is parsed line by line, in line order, and judged once it is over.
+    KindRuntime(MatcherKind.TRACEBACK, batched=False, step=tracebacks.step, flush=tracebacks.flush),
 )

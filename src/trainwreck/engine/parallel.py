@@ -219,17 +219,12 @@ def plan_parts(
 
 
 def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
-    """Whether no block matcher can be open at `offset` (a line start): no line among the
-    max_lines before it can start one (by the start patterns' prefilters)."""
-    starts = [
-        opens
-        for rule in engine.rules
-        for matcher in rule.matchers.values()
-        if (opens := matcher.opens()) is not None
-    ]
+    """Whether no multi-line matcher can be open at `offset` (a line start): for each span,
+    no line among that many before it can open one (by the openers' prefilters)."""
+    starts = engine.block_starts()
     if not starts:
         return True
-    lines = max(limit for _, limit in starts)
+    lines = max(span for span, _ in starts)
     window = min(offset, 4 << 20)
     try:
         with open(source, "rb") as handle:
@@ -239,16 +234,20 @@ def no_open_block(engine: Engine, source: Any, offset: int) -> bool:
         return False
     if data.count(b"\n") < lines and window < offset:
         return False  # the window does not reach back far enough: do not cut here
-    cut = len(data)
-    for _ in range(lines):
-        cut = data.rfind(b"\n", 0, cut - 1) if cut > 0 else -1
-        if cut < 0:
-            cut = 0
-            break
-    tail = data[cut:]
-    if b"\r" in tail:
-        return False  # a '$' before a CR line end: do not rely on the prefilters here
-    return engine.block_starts().Match(UNANCHORED, tail, 0, len(tail))[0][0] < 0
+    cut, counted = len(data), 0
+    for span, search in starts:  # (shortest span first: each tail extends the last)
+        for _ in range(span - counted):
+            cut = data.rfind(b"\n", 0, cut - 1) if cut > 0 else -1
+            if cut < 0:
+                cut = 0
+                break
+        counted = span
+        tail = data[cut:]
+        if b"\r" in tail:
+            return False  # a '$' before a CR line end: do not rely on the prefilters here
+        if search.Match(UNANCHORED, tail, 0, len(tail))[0][0] >= 0:
+            return False
+    return True
 
 
 @dataclass
@@ -313,6 +312,7 @@ def merge(result: ScanResult, part: Part, continues: bool = False) -> None:
                     state.events = []
                 state.events.extend(found.events[: max(0, MAX_ROWS - len(state.events))])
             state.truncated |= found.truncated
+            state.cut += found.cut
         for name, per_rank in series.items():
             target_series = run.series.setdefault(name, {})
             if id(target_series) in merged:

@@ -197,6 +197,7 @@ def _matcher_doc(state: st.MatcherState) -> dict[str, Any]:
             for e in state.events
         ],
         "truncated": state.truncated,
+        "cut": state.cut,
     }
 
 
@@ -348,6 +349,8 @@ def _matcher(found: dict[str, Any], names: list[str], offset: int) -> st.Matcher
             for rank, index, t, file, line, value, event_offset in found["events"]
         ]
     state.truncated = bool(found["truncated"])
+    # (absent from the states of releases before traceback matchers: none was cut)
+    state.cut = int(found.get("cut", 0))
     return state
 
 

@@ -94,6 +94,17 @@ def shared_series(rules: list[Rule]) -> dict[tuple[int, str], tuple[int, str]]:
     return shared
 
 
+def flushes(rules: list[Rule]) -> list[tuple[int, Any]]:
+    """(rule index, flush) for each matcher kind of a rule that judges what it gathered once
+    it is over (a traceback: matching.KindRuntime.flush), called at the end of every block and
+    of every input."""
+    found = []
+    for index, rule in enumerate(rules):
+        kinds = {matcher.kind for matcher in rule.matchers.values()}
+        found += [(index, KINDS[kind].flush) for kind in sorted(kinds) if KINDS[kind].flush]
+    return found
+
+
 def bulk_ok(rules: list[Rule], users: list[PatternUse]) -> bool:
     """Whether a pattern's lines can be recorded in batches: every use of a kind that records a
     line by itself alone (matching.KINDS), no 'rank' capture, and no series fed by two of its

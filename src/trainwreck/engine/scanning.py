@@ -98,6 +98,7 @@ class Engine:
             [patterns.series_fed(rules, users_of) for users_of in self.users],
             bool(self.records),
         )
+        self.flushes = patterns.flushes(rules)
         self.prefilter: Any = None
         self.series_budget = st.SERIES_BUDGET  # a parallel worker holds its share of it
         self.prepared = False
@@ -110,19 +111,20 @@ class Engine:
         self.prefilter = patterns.prefilters(self.pattern_list, self.record_literals, sample)
         self.prepared = True
 
-    def block_starts(self) -> Any:
-        """One RE2 search for every line that may open a multi-line matcher (a block's start):
-        the opening patterns' prefilters (parallel.no_open_block); None without any."""
+    def block_starts(self) -> list[tuple[int, Any]]:
+        """Per span (the most lines a multi-line matcher spans), one RE2 search for every line
+        that may open such a matcher (a block's start, a traceback's lines): the opening
+        patterns' prefilters (parallel.no_open_block); empty without any."""
         if self._block_starts is None:
-            found = [
-                opens[0]
-                for rule in self.rules
-                for matcher in rule.matchers.values()
-                if (opens := matcher.opens()) is not None
+            found: dict[int, list[str]] = {}
+            for rule in self.rules:
+                for matcher in rule.matchers.values():
+                    if (opens := matcher.opens()) is not None:
+                        found.setdefault(opens[1], []).extend(opens[0])
+            self._block_starts = [
+                (span, patterns.any_of_prefilters(sorted(set(openers))))
+                for span, openers in sorted(found.items())
             ]
-            if not found:
-                return None
-            self._block_starts = patterns.any_of_prefilters(found)
         return self._block_starts
 
     def new_runs(self) -> list[RuleRun]:
@@ -205,6 +207,7 @@ class Engine:
             ):
                 self._scan_block(block, cursor, sample_ranks=part is None)
             result.lines += cursor.line_no - first_line
+            self._flush(scan, None)
         finally:
             if result.unranked > unranked:
                 result.skipped.append(
@@ -235,6 +238,8 @@ class Engine:
             self._scan_candidates(cursor)
         cursor.count_to(len(shaped))
         cursor.base += raw_length
+        if self.flushes:
+            self._flush(cursor.scan, cursor.line_no)
         st.thin_series(cursor.scan.runs, self.series_budget)
 
     def _scan_candidates(self, cursor: Cursor) -> None:
@@ -421,6 +426,11 @@ class Engine:
             taken = rows if len(parts) == 1 else rows.take(part)
             for index, batch in taken.batches(scan):
                 record_batch(self.users[index], batch, scan.runs)
+
+    def _flush(self, scan: FileScan, next_line: int | None) -> None:
+        """Judge what no later line can join (all at the input's end): patterns.flushes."""
+        for index, flush in self.flushes:
+            flush(scan.runs[index], scan.file_id, next_line, record_match)
 
     # -- one candidate line ---------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +14,9 @@ from trainwreck.engine import detectors as det
 from trainwreck.engine.captures import Plan, plan_of
 from trainwreck.findings import Evidence, FirstKey, Skipped
 from trainwreck.rules.rule import Rule
+
+if TYPE_CHECKING:
+    from trainwreck.engine.tracebacks import Unit
 
 MAX_EVIDENCE_PER_MATCHER = 24
 MAX_ROWS = 1_000_000  # kept capture values / events per matcher
@@ -207,6 +210,8 @@ class MatcherState:
     # this matcher (cooccur); None when none does.
     events: list[det.Event] | None = None
     truncated: bool = False
+    # Of `count`, the matches of tracebacks cut before their exception line (on frames alone).
+    cut: int = 0
 
 
 class RuleRun:
@@ -229,6 +234,8 @@ class RuleRun:
             name: plan_of(matcher.values) for name, matcher in rule.matchers.items()
         }
         self.blocks: dict[tuple[str, int, Any], tuple[int, dict[str, Any], Evidence]] = {}
+        # The traceback open per (matcher, file, rank) (engine/tracebacks.py).
+        self.tracebacks: dict[tuple[str, int, Any], Unit] = {}
 
 
 @dataclass

@@ -10,7 +10,9 @@ The modules, each one job:
 - `units`: the units captured values are normalised by;
 - `regexes`: the RE2 pattern dialect: compile errors, and what a pattern provably requires
   (its literals, whether it tells digits apart);
-- `regex_internals`: the one place that reaches into the regex libraries' private names.
+- `regex_internals`: the one place that reaches into the regex libraries' private names;
+- `tracebacks`: the lines a traceback is made of, and what a `traceback` matcher's frame specs
+  and exception types match.
 
 Nothing here reads a log: the runtime is `trainwreck.engine`, and compiling rules into a bundle
 and a wheel is the `trainwreck.compile` stage.

@@ -1,9 +1,11 @@
 """Matcher kinds: what a rule can match in a log, one typed class per kind, in one table.
 
 A matcher is a `RegexMatcher` (one RE2 pattern on a line's message), a `JsonMatcher` (JSON-lines
-records whose fields equal given values) or a `BlockMatcher` (a start line, then an end line
-within `max_lines` of the same file and rank, with extra capture patterns inside). Each has its
-`values` (capture -> unit) and its patterns, each with the role it plays.
+records whose fields equal given values), a `BlockMatcher` (a start line, then an end line
+within `max_lines` of the same file and rank, with extra capture patterns inside) or a
+`TracebackMatcher` (a traceback read as one unit, matched on its frames and exception type:
+rules/tracebacks.py). Each has its `values` (capture -> unit) and its patterns, each with the
+role it plays.
 
 `MATCHERS` holds one `MatcherKindRow` per kind: how a rule file writes it (the YAML key), how it
 normalises from the rule file, which patterns it holds, and what validation checks of it beyond
@@ -20,6 +22,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from trainwreck.rules import regexes
+from trainwreck.rules import tracebacks as tb
 from trainwreck.rules.metrics import metric_regex
 
 
@@ -28,6 +32,7 @@ class MatcherKind(str, Enum):
     JSON = "json"
     BLOCK = "block"
     METRIC = "metric"
+    TRACEBACK = "traceback"
 
     def __str__(self) -> str:
         return self.value
@@ -41,6 +46,12 @@ class PatternRole(str, Enum):
     CAPTURE = "capture"
     REGEX = "regex"
     START = "start"
+    # The lines of a traceback (rules/tracebacks.py): each pattern has one role.
+    TB_HEADER = "traceback header"
+    TB_FRAME = "traceback frame"
+    TB_CXX_FRAME = "traceback C++ frame"
+    TB_EXCEPTION = "traceback exception"
+    TB_TERMINATE = "traceback C++ exception"
 
     def __str__(self) -> str:
         return self.value
@@ -95,9 +106,9 @@ class Matcher:
         """Its RE2 patterns, each with its role, in the order the rule gives them."""
         return ()
 
-    def opens(self) -> tuple[str, int] | None:
-        """For a matcher that spans lines: the pattern of the line that opens it, and the most
-        lines it spans (a parallel scan never cuts a file where one may be open)."""
+    def opens(self) -> tuple[tuple[str, ...], int] | None:
+        """For a matcher that spans lines: the patterns of the lines that may open it, and the
+        most lines it spans (a parallel scan never cuts a file where one may be open)."""
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,8 +167,8 @@ class BlockMatcher(Matcher):
     max_lines: int  # from start to end inclusive
     capture: tuple[str, ...]  # patterns tried on the lines inside
 
-    def opens(self) -> tuple[str, int] | None:
-        return self.start, self.max_lines
+    def opens(self) -> tuple[tuple[str, ...], int] | None:
+        return (self.start,), self.max_lines
 
     def patterns(self) -> tuple[tuple[PatternRole, str], ...]:
         return (
@@ -172,6 +183,59 @@ class BlockMatcher(Matcher):
             "end": self.end,
             "max_lines": self.max_lines,
             "capture": list(self.capture),
+        }
+
+
+# The lines of every traceback, each pattern with its role (the same for every traceback matcher,
+# so each is compiled and matched once however many rules read tracebacks).
+TRACEBACK_LINES: tuple[tuple[PatternRole, str], ...] = (
+    (PatternRole.TB_HEADER, tb.HEADER),
+    (PatternRole.TB_FRAME, tb.PY_FRAME),
+    (PatternRole.TB_FRAME, tb.RICH_FRAME),
+    (PatternRole.TB_FRAME, tb.IPYTHON_FRAME),
+    (PatternRole.TB_CXX_FRAME, tb.CXX_FRAME),
+    (PatternRole.TB_CXX_FRAME, tb.CXX_CAPTURED_FRAME),
+    (PatternRole.TB_CXX_FRAME, tb.CXX_RAISED),
+    (PatternRole.TB_EXCEPTION, tb.EXCEPTION),
+    (PatternRole.TB_TERMINATE, tb.TERMINATE),
+)
+# The lines that may open a traceback unit: any of its lines but the exception (an excerpt may
+# start anywhere in it).
+TRACEBACK_OPENERS = tuple(
+    pattern for role, pattern in TRACEBACK_LINES if role != PatternRole.TB_EXCEPTION
+)
+
+
+@dataclass(frozen=True, eq=False)
+class TracebackMatcher(Matcher):
+    """A traceback, read as one unit (engine/tracebacks.py), that holds every frame of `frames`
+    and, when its exception line is in the log, ends in one of `exception` (any, when empty)
+    with a message `message` matches (an RE2 pattern; any, when None). A traceback cut before its
+    exception line matches on its frames alone (a cut match: lower confidence)."""
+
+    kind: ClassVar[MatcherKind] = MatcherKind.TRACEBACK
+    frames: tuple[str, ...]  # frame specs, PATH:FUNCTION (rules/tracebacks.py)
+    exception: tuple[str, ...]
+    message: str | None
+    max_lines: int  # the most lines one traceback spans, from its first line
+
+    def specs(self) -> tuple[tb.FrameSpec, ...]:
+        return tuple(
+            spec for text in self.frames if (spec := tb.parse_frame_spec(text)) is not None
+        )
+
+    def opens(self) -> tuple[tuple[str, ...], int] | None:
+        return TRACEBACK_OPENERS, self.max_lines
+
+    def patterns(self) -> tuple[tuple[PatternRole, str], ...]:
+        return TRACEBACK_LINES
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "frames": list(self.frames),
+            "exception": list(self.exception),
+            "message": self.message,
+            "max_lines": self.max_lines,
         }
 
 
@@ -192,6 +256,11 @@ class MatcherKindRow:
     pattern_paths: Callable[[Matcher], tuple[Where, ...]]
     # Whether its captures are known from its patterns (a JSON record may hold any field).
     named_captures: bool = True
+    # Its captures when they are its own, not its patterns' groups (a traceback's).
+    captures: frozenset[str] | None = None
+    # Problems of its fields beyond the schema: (where in the matcher, message), for
+    # validation to place at file:line:col.
+    problems: Callable[[Matcher], list[tuple[Where, str]]] | None = None
 
 
 def _regex_yaml(spec: Mapping[str, Any], values: dict[str, Unit]) -> Matcher:
@@ -263,6 +332,47 @@ def _block_paths(matcher: Matcher) -> tuple[Where, ...]:
     )
 
 
+def _traceback_yaml(spec: Mapping[str, Any], values: dict[str, Unit]) -> Matcher:
+    found = spec["traceback"]
+    message = found.get("message")
+    return TracebackMatcher(
+        values,
+        tuple(str(frame) for frame in found["frames"]),
+        tuple(str(name) for name in found.get("exception") or ()),
+        None if message is None else str(message),
+        int(found.get("max_lines", 200)),
+    )
+
+
+def _traceback_dict(data: Mapping[str, Any]) -> Matcher:
+    message = data["message"]
+    return TracebackMatcher(
+        values_from_dict(data["values"]),
+        tuple(str(frame) for frame in data["frames"]),
+        tuple(str(name) for name in data["exception"]),
+        None if message is None else str(message),
+        int(data["max_lines"]),
+    )
+
+
+def _traceback_problems(matcher: Matcher) -> list[tuple[Where, str]]:
+    assert isinstance(matcher, TracebackMatcher)
+    problems: list[tuple[Where, str]] = []
+    for index, text in enumerate(matcher.frames):
+        error = tb.frame_spec_error(text)
+        if error:
+            problems.append((("traceback", "frames", index), error))
+    for index, name in enumerate(matcher.exception):
+        error = tb.exception_name_error(name)
+        if error:
+            problems.append((("traceback", "exception", index), error))
+    if matcher.message is not None:
+        compiled = regexes.compile_error(matcher.message)
+        if compiled:
+            problems.append((("traceback", "message"), compiled[1]))
+    return problems
+
+
 def _table(*rows: MatcherKindRow) -> Mapping[MatcherKind, MatcherKindRow]:
     return MappingProxyType({row.kind: row for row in rows})
 
@@ -275,6 +385,16 @@ MATCHERS: Mapping[MatcherKind, MatcherKindRow] = _table(
     MatcherKindRow(MatcherKind.BLOCK, "block", _block_yaml, _block_dict, _block_paths),
     MatcherKindRow(
         MatcherKind.METRIC, "metric", _metric_yaml, _metric_dict, lambda m: (("metric",),)
+    ),
+    # A traceback's line patterns are the language's own, not the rule's: nothing to place.
+    MatcherKindRow(
+        MatcherKind.TRACEBACK,
+        "traceback",
+        _traceback_yaml,
+        _traceback_dict,
+        lambda m: (),
+        captures=tb.CAPTURES,
+        problems=_traceback_problems,
     ),
 )
 

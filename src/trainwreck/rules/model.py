@@ -210,13 +210,16 @@ class _Checks:
         for name, matcher in self.rule.matchers.items():
             base = ("matchers", name)
             row = MATCHERS[matcher.kind]
-            for where, (_, pattern) in zip(
-                row.pattern_paths(matcher), matcher.patterns(), strict=True
-            ):
+            paths = row.pattern_paths(matcher)
+            # (a kind whose patterns are the language's own, a traceback's, places none)
+            for where, (_, pattern) in zip(paths, matcher.patterns() if paths else (), strict=True):
                 error = regexes.compile_error(pattern)
                 if error:
                     offset, message = error
                     self.at_offset((*base, *where), offset, message, _fmt((*base, *where)))
+            if row.problems is not None:
+                for where, message in row.problems(matcher):
+                    self.problem((*base, *where), message)
             groups = self.read.captures[name]
             for capture, unit in matcher.values.items():
                 where = (*base, "values", capture)

@@ -244,8 +244,11 @@ class Normalised:
 def matcher_captures(matcher: Matcher) -> set[str] | None:
     """The capture names of a matcher's patterns; None when one does not compile (validation
     reports it) or when its kind takes its fields from the line (JSON)."""
-    if not MATCHERS[matcher.kind].named_captures:
+    row = MATCHERS[matcher.kind]
+    if not row.named_captures:
         return None
+    if row.captures is not None:
+        return set(row.captures)
     names: set[str] = set()
     for _, pattern in matcher.patterns():
         if regexes.compile_error(pattern):

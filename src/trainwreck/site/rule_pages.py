@@ -69,6 +69,15 @@ def _describe_matcher(spec: Any) -> str:
             f"a block of lines from {code_span(block.get('start', ''))} "
             f"to {code_span(block.get('end', ''))}"
         )
+    if "traceback" in spec and isinstance(spec["traceback"], dict):
+        found = spec["traceback"]
+        frames = ", ".join(code_span(str(f)) for f in found.get("frames") or [])
+        text = f"a traceback through the frames {frames}"
+        if found.get("exception"):
+            text += " ending in " + " or ".join(code_span(str(e)) for e in found["exception"])
+        if found.get("message"):
+            text += f" with a message matching {code_span(str(found['message']))}"
+        return text + " (or cut before its exception line: lower confidence)"
     return plain(", ".join(sorted(spec)))
 
 
