@@ -129,6 +129,8 @@ QUERIES: dict[str, str] = {
     "dataloader-spawn-pickling": "TypeError: cannot pickle '_thread.lock' object",
     "deepspeed-batch-size-mismatch": "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 4 * 2 * 2",
     "fsdp2-dtensor-mixed": "RuntimeError: aten.mm.default: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before calling distributed operators!",
+    "accelerate-fp16-without-gpu": "ValueError: fp16 mixed precision requires a GPU (not 'mps').",
+    "quantized-model-offload-refused": "ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the quantized model.",
 }
 # Lines whose "word: value" pairs lunr would read as field queries ("exitcode: -9" asked for a
 # field named exitcode, so the words that name the failure were dropped): search-paste.js makes
