@@ -56,7 +56,7 @@ class _GiveUp(Exception):
 class _Slot:
     """A payload's place in a template entry, pushed instead of its value."""
 
-    __slots__ = ("kind", "at", "width")
+    __slots__ = ("at", "kind", "width")
 
     def __init__(self, kind: int, at: int, width: int) -> None:
         self.kind, self.at, self.width = kind, at, width
@@ -476,7 +476,11 @@ class _Reader:
                 if marks or len(stack) != 1:
                     raise _GiveUp("stack at STOP")
                 top = stack[0]
-                if segments is None or type(top) is not dict or top.get("entries") is not placeholder:
+                if (
+                    segments is None
+                    or type(top) is not dict
+                    or top.get("entries") is not placeholder
+                ):
                     raise _GiveUp("not the usual dump")
                 return top, segments
             if (
@@ -512,7 +516,6 @@ class _Reader:
                     stack.append(self.pending)
                 continue
             at = self.step(at, stack, marks)
-
 
 
 def _slot_ids(value: Any) -> set[int]:
