@@ -104,6 +104,15 @@ class Segments:
     items: list[Any] = field(default_factory=list)  # an entry (any object) or a Run
     bad: int = 0  # entries that are not dicts
 
+    def release(self) -> None:
+        """Drop the bytes and the memo: the memo can hold the top-level mapping, which holds
+        these segments, a cycle that would keep every dump's bytes alive while gc is off."""
+        for item in self.items:
+            if isinstance(item, Run):
+                item.reader.memo.clear()
+        self.items.clear()
+        self.data = b""
+
     def __len__(self) -> int:
         return sum(i.count if isinstance(i, Run) else 1 for i in self.items)
 

@@ -216,9 +216,11 @@ def trace(raw: dict[str, Any], dump: Dump, signatures: Signatures) -> RankTrace:
     entries = raw.get("entries")
     if isinstance(entries, fastread.Segments):
         fast = trace_segments(entries, dump, signatures)
+        data = entries.data
+        entries.release()
         if fast is not None:
             return fast
-        raw = load_bytes(entries.data, dump.file)  # what fastread read exactly cannot say
+        raw = load_bytes(data, dump.file)  # what fastread cannot read exactly
         dump = Dump.from_dict(raw, dump.file, dump.kind, dump.rank, records=False)
         entries = raw.get("entries")
     entries = entries if isinstance(entries, list) else []
