@@ -107,6 +107,8 @@ def load_bytes(data: bytes, file: str) -> dict[str, Any]:
         IndexError,
         KeyError,
         OverflowError,
+        MemoryError,  # a memo index of 2**32 - 1 makes the C unpickler size its memo to it
+        AttributeError,  # APPEND onto a dict: the C unpickler calls its missing .append
     ) as exc:
         reason = "truncated" if isinstance(exc, EOFError) else type(exc).__name__
         raise DumpError(
