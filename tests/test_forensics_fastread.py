@@ -246,6 +246,10 @@ SYNTHETIC = {
         ],
         2,
     ),
+    "ids-beyond-int64": (
+        lambda r: [entry(s, r, time_created_ns=2**70 if s == 5 else s) for s in range(1, 99)],
+        2,
+    ),
     "not-dicts": (lambda r: [entry(s, r) if s % 50 else [s] for s in range(1, 300)], 2),
     "shared-entry-objects": (lambda r: [entry(5, r)] * 300, 2),
 }

@@ -141,6 +141,12 @@ def _fast_sigs(
     return sigs
 
 
+def _int64(value: Any, default: int = -1) -> int:
+    """_int, and the default for a number no int64 column holds (a corrupt dump's 2**70)."""
+    number = _int(value, default)
+    return number if -(1 << 63) <= number < 1 << 63 else default
+
+
 def _columns(
     key: str, items: list[dict[str, Any]], signatures: Signatures
 ) -> tuple[np.ndarray, ...]:
@@ -154,9 +160,9 @@ def _columns(
         record_ids = np.array([e["record_id"] for e in items], np.int64)
         sigs = _fast_sigs(key, items, seqs, signatures)
     except (KeyError, TypeError, ValueError, OverflowError):
-        seqs = np.array([_int(e.get("collective_seq_id")) for e in items], np.int64)
-        times = np.array([_int(e.get("time_created_ns"), 0) for e in items], np.int64)
-        record_ids = np.array([_int(e.get("record_id")) for e in items], np.int64)
+        seqs = np.array([_int64(e.get("collective_seq_id")) for e in items], np.int64)
+        times = np.array([_int64(e.get("time_created_ns"), 0) for e in items], np.int64)
+        record_ids = np.array([_int64(e.get("record_id")) for e in items], np.int64)
         sigs = np.array([table.setdefault(_signature(e), len(table)) for e in items], np.int32)
     if len(seqs) > 1 and (np.diff(seqs) < 0).any():  # dumps list entries oldest first; just in case
         order = np.argsort(seqs, kind="stable")
