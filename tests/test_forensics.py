@@ -71,8 +71,19 @@ def test_a_pickle_with_a_global_is_refused_and_runs_nothing(tmp_path, monkeypatc
         (b'{"version": "2.10", "entries": [', "unreadable json"),
         (pickle.dumps([1, 2, 3], protocol=2), "not a Flight Recorder dump"),
         (b"plain text log line\n", "not a Flight Recorder dump"),
+        (b"\x80\x02}r\xff\xff\xff\xff.", "MemoryError"),  # a memo index of 2**32 - 1
+        (b"\x80\x02}K\x01a.", "AttributeError"),  # APPEND onto a dict
     ],
-    ids=["87-bytes", "truncated", "garbage-pickle", "truncated-json", "a-list", "text"],
+    ids=[
+        "87-bytes",
+        "truncated",
+        "garbage-pickle",
+        "truncated-json",
+        "a-list",
+        "text",
+        "huge-memo-index",
+        "append-to-dict",
+    ],
 )
 def test_broken_dumps_are_one_line_each(data, reason):
     with pytest.raises(DumpError) as caught:

@@ -12,6 +12,7 @@ no pickle handed in can name a callable, and REDUCE / BUILD have nothing to call
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import pickle
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwreck.errors import ProblemsFound
+from trainwreck.forensics import fastread
 
 MAX_DUMP_BYTES = 1 << 30  # a dump larger than this is refused before it is read
 SNIFF_BYTES = 4096
@@ -105,6 +107,8 @@ def load_bytes(data: bytes, file: str) -> dict[str, Any]:
         IndexError,
         KeyError,
         OverflowError,
+        MemoryError,  # a memo index of 2**32 - 1 makes the C unpickler size its memo to it
+        AttributeError,  # APPEND onto a dict: the C unpickler calls its missing .append
     ) as exc:
         reason = "truncated" if isinstance(exc, EOFError) else type(exc).__name__
         raise DumpError(
@@ -352,10 +356,16 @@ def rank_from_name(file: str, pattern: re.Pattern[str] | None = None) -> int | N
 
 
 def read_raw(
-    path: str, display: str | None = None, rank_pattern: re.Pattern[str] | None = None
+    path: str,
+    display: str | None = None,
+    rank_pattern: re.Pattern[str] | None = None,
+    *,
+    fast: bool = False,
 ) -> tuple[dict[str, Any], Dump]:
     """One dump file's raw mapping and its typed header (no records); DumpError (one line,
-    with the file) when it cannot be used."""
+    with the file) when it cannot be used. With `fast`, a pickle whose entries fastread takes
+    comes back with "entries" as fastread.Segments (traces.trace reads them); any other file
+    is read as before."""
     display = display or path
     try:
         size = Path(path).stat().st_size
@@ -364,8 +374,16 @@ def read_raw(
         data = Path(path).read_bytes()
     except OSError as exc:
         raise DumpError(f"unreadable: {exc.strerror or exc}", file=display) from None
-    raw = load_bytes(data, display)
     kind = sniff(data[:SNIFF_BYTES]) or "?"
+    parsed = fastread.parse(data) if fast and kind == "pickle" else None
+    if parsed is not None:
+        raw, segments = parsed
+        header = Dump.from_dict(
+            raw, display, kind, rank_from_name(path, rank_pattern), records=False
+        )
+        raw["entries"] = segments
+        return raw, dataclasses.replace(header, bad_entries=segments.bad)
+    raw = load_bytes(data, display)
     # The dump's own "rank" field wins (Dump.from_dict); then --rank-from or the name.
     return raw, Dump.from_dict(
         raw, display, kind, rank_from_name(path, rank_pattern), records=False

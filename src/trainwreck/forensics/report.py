@@ -82,7 +82,7 @@ def _analyse(files: list[tuple[str, str]], rank_pattern: re.Pattern[str] | None)
             _read_stack(result, display, path, rank_pattern)
             continue
         try:
-            raw, header = read_raw(path, display, rank_pattern)
+            raw, header = read_raw(path, display, rank_pattern, fast=True)
         except DumpError as exc:
             result.skipped.append(Skipped(display, exc.message, True))
             continue
