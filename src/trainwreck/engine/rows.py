@@ -64,19 +64,13 @@ class OneLine(Rows):
     """A line recorded on its own: a batch of one, read from its `matching.Line` (whose time is
     parsed only when first read)."""
 
-    __slots__ = ("_rank", "line")
+    __slots__ = ("_rank", "file", "line", "name")
 
     def __init__(self, line: Line, rank: Any = None, ranked: bool = False) -> None:
         self.line = line
+        self.file = line.file
+        self.name = line.name
         self._rank = rank if ranked else line.rank
-
-    @property
-    def file(self) -> int:  # type: ignore[override]
-        return self.line.file
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.line.name
 
     def __len__(self) -> int:
         return 1

@@ -190,18 +190,22 @@ def feed_rows(
     order, into its rank's buffer (created at its first finite value). feed_bulk does the same
     with numpy, for batches of many rows (tests/test_rules_store.py pairs the two)."""
     file_id = rows.file
-    for series, value_name, index_name in feeds:
-        values = columns.get(value_name)
-        indexes = columns.get(index_name) if index_name else None
-        per_rank = run.series[series]
-        for i in range(len(rows)):
+    wanted = [
+        (run.series[series], columns.get(value), index, columns.get(index) if index else None)
+        for series, value, index in feeds
+    ]
+    for i in range(len(rows)):
+        key: Any = None  # the row's series key, time, number and offset, read on first need
+        for per_rank, values, index_name, indexes in wanted:
             value = values[i] if values is not None else None
             if value.__class__ is not float:
                 value = number(value)
             if value != value or value in (math.inf, -math.inf):
                 continue
-            rank = rows.rank(i)
-            key = rank if rank is not None else UnrankedFile(file_id)
+            if key is None:
+                rank = rows.rank(i)
+                key = rank if rank is not None else UnrankedFile(file_id)
+                t, line, offset = rows.t(i), rows.number(i), rows.offset(i)
             buffer = per_rank.get(key)
             if buffer is None:
                 buffer = per_rank[key] = SeriesBuffer()
@@ -211,7 +215,7 @@ def feed_rows(
                     index = number(index)
             else:
                 index = float(buffer.offered)
-            buffer.add(value, index, rows.t(i), file_id, rows.number(i), rows.offset(i))
+            buffer.add(value, index, t, file_id, line, offset)
 
 
 _FEW = 8  # points of one rank in a batch below which they are appended without numpy
