@@ -37,8 +37,6 @@ from trainwreck.engine.state import (
 )
 from trainwreck.findings import Evidence, FirstKey
 
-# --- recording ------------------------------------------------------------------------------
-
 
 def record(
     run: RuleRun,
@@ -49,8 +47,15 @@ def record(
 ) -> None:
     """Record one match of a line recorded on its own (matching.Record): its captures, not yet
     converted, become columns of one row (`caps` is only read)."""
-    columns = convert_columns(run.plans[name], {key: [value] for key, value in caps.items()}, 1)
+    state = run.matchers[name]
+    if state.columns or state.events is not None or name in run.feeds or "rank" in caps:
+        columns = convert_columns(run.plans[name], {key: [value] for key, value in caps.items()}, 1)
+    else:
+        columns = _UNREAD  # nothing reads this matcher's captures: none are converted
     store(run, name, columns, OneLine(line), None if start is None else (start,))
+
+
+_UNREAD: Columns = {}  # (never written: store only reads columns)
 
 
 def record_batch(users: list[Any], batch: Batch, runs: list[RuleRun]) -> None:
