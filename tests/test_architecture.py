@@ -186,6 +186,37 @@ def test_only_scanning_reaches_into_the_engine():
     assert not reached
 
 
+# The recorder's entry points (docs/architecture.md, the scan path): every match of a scan is
+# recorded through them, into store.store, the one recorder.
+RECORDER_ENTRIES = {"record", "record_batch"}
+
+
+def test_matches_are_recorded_by_the_one_recorder():
+    """Outside engine/store.py, the engine reaches the recorder only through `record` (a line on
+    its own) and `record_batch` (a busy block's rows): no module records a match itself, so
+    there is one code for what a match leaves in a rule's state."""
+    bypass = []
+    for name, path in modules().items():
+        if name == "engine.store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "trainwreck.engine.store":
+                bypass += [
+                    f"{name}:{node.lineno}: imports store.{alias.name}"
+                    for alias in node.names
+                    if alias.name not in RECORDER_ENTRIES
+                ]
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "store"
+                and node.attr not in RECORDER_ENTRIES
+                and name.startswith("engine.")
+            ):
+                bypass.append(f"{name}:{node.lineno}: store.{node.attr}")
+    assert not bypass, "\n".join(bypass)
+
+
 def test_the_import_scan_sees_lazy_and_relative_imports(tmp_path):
     """The checker itself: a lazy import inside a function and a relative import are found,
     and an import of the command line from the engine counts as running back up."""

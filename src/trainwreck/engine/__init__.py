@@ -11,7 +11,9 @@ The modules, each one job (dependencies point down this list):
 - `scanning`: `Engine`, the compiled rule set, streams inputs through the patterns;
 - `parallel`: several large files, or parts of one, scanned in forked processes and merged;
 - `shapes`: what the lines of a busy block have in common, worked out once per shape;
-- `store`: matches recorded into each rule's state, per line or per batch;
+- `store`: the one recorder: matches recorded into each rule's state, rows in line order;
+- `rows`: the rows it reads: a busy block's lines read through their shapes (`Batch`), or a
+  line read on its own (`OneLine`, a batch of one);
 - `state`: that state (matchers, series buffers, evidence) and the limits that bound it;
 - `patterns`: every distinct pattern once, the RE2 set and the prefilter;
 - `matching`: the runtime of every matcher kind (what a line it matches records);

@@ -1,4 +1,4 @@
-"""Captured values: a matcher's units applied to its named captures, per line or per column.
+"""Captured values: a matcher's units applied to columns of its named captures.
 
 A matcher's plan says how each capture converts: (capture, factor or None, unit capture or None,
 default unit); factor 0.0 marks a string capture (kept as text), None an unknown unit (NaN).
@@ -30,25 +30,6 @@ def plan_of(values: Mapping[str, Unit]) -> Plan:
     return tuple(plan)
 
 
-def convert(plan: Plan, caps: dict[str, Any]) -> dict[str, Any]:
-    """Apply a matcher's units to its captures in place: numbers times their unit's factor,
-    NaN for an unknown unit, text for 'string'. Returns `caps`."""
-    for capture, factor_, unit_capture, default in plan:
-        raw = caps.get(capture)
-        if raw is None:
-            continue
-        if unit_capture is not None:
-            unit_text = caps.get(unit_capture) or default
-            factor_ = unit_factor_cached(unit_text) if unit_text else None
-        if factor_ is None:
-            caps[capture] = math.nan
-            continue
-        if factor_ == 0.0:  # "string"
-            continue
-        caps[capture] = number(raw) * factor_
-    return caps
-
-
 _UNIT_FACTORS: dict[Any, float | None] = {}
 
 
@@ -66,15 +47,21 @@ def unit_factor_cached(unit: Any) -> float | None:
 
 
 def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[str, list[Any]]:
-    """convert over columns of captures (one list per capture, None where it did not take
-    part); entries apply in order, as they do per line."""
+    """Apply a matcher's units to columns of its captures (one value per line, None where the
+    capture did not take part; a line recorded on its own is a column of one): numbers times
+    their unit's factor, NaN for an unknown unit, text for 'string'. Entries apply in plan
+    order, so a unit capture is read as converted by the entries before it. Returns
+    `columns`."""
     for capture, factor_, unit_capture, default in plan:
         values = columns.get(capture)
         if values is None:
             continue
         if unit_capture is not None:
             units = columns.get(unit_capture) or [None] * n
-            alike = set(units)
+            try:
+                alike = set(units)
+            except TypeError:  # a JSON record's list or object as its unit: line by line
+                alike = set()
             if len(alike) == 1:  # one unit throughout (the common case): as a plain factor
                 unit_text = next(iter(alike)) or default
                 factor_ = unit_factor_cached(unit_text) if unit_text else None
@@ -110,7 +97,7 @@ def convert_columns(plan: Plan, columns: dict[str, list[Any]], n: int) -> dict[s
                 if math.inf in out or -math.inf in out:
                     raise ValueError  # the word inf, or an overflow (number() tells them apart)
                 columns[capture] = out
-            except (TypeError, ValueError):  # None, 1,234 and the like: one by one
+            except (TypeError, ValueError, OverflowError):  # None, 1,234, a huge int: one by one
                 columns[capture] = [None if v is None else number(v) * factor_ for v in values]
     return columns
 

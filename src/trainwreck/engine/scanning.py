@@ -9,8 +9,9 @@ How a log is read, and why it is fast:
 - a candidate line is decoded, its rank prefix removed (lineinfo.py, prefixes.py), and one RE2
   set tells which patterns match; only those run again, for their captures;
 - in a busy block, lines are read through their shape (shapes.py: the line with its digits
-  masked), worked out once, and their matches are recorded per pattern in batches
-  (store.store_bulk);
+  masked), worked out once, and their matches are recorded per pattern in batches (a
+  rows.Batch); a line read on its own is a batch of one (rows.OneLine): one recorder,
+  store.store, records both;
 - numbers go to per-rank series buffers; evidence lines are capped per matcher (state.py).
 """
 
@@ -474,10 +475,8 @@ class Engine:
                 caps = self._captures(users[0], body)
                 if caps is None:
                     continue
-                for user in users:
-                    KINDS[user.kind].step(
-                        user, dict(caps), context, runs[user.run_index], record_match
-                    )
+                for user in users:  # (caps are only read: no copy per use)
+                    KINDS[user.kind].step(user, caps, context, runs[user.run_index], record_match)
         if parsed_record is not None:
             for use in self.records:
                 runtime = KINDS[use.kind]

@@ -35,8 +35,8 @@ import re2
 
 from trainwreck.engine import lineinfo, prefixes
 from trainwreck.engine.lineinfo import gather
+from trainwreck.engine.rows import Batch, rank_codes
 from trainwreck.engine.state import FileScan, ScanResult
-from trainwreck.engine.store import Batch
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
 
@@ -294,7 +294,7 @@ class ShapeRows:
         rows_of = _rows_of(keys) if len(distinct) > 1 else {next(iter(distinct)): np.arange(n)}
         text = np.frombuffer(self.data, dtype=np.uint8)
         ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
-        distinct_ranks, codes = _codes(ranks)
+        distinct_ranks, codes = rank_codes(ranks)
         times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
         for key, shape in distinct.items():
@@ -375,17 +375,6 @@ def _ranks(
         for i, rank in zip(where.tolist(), found, strict=True):
             ranks[i] = rank
     return ranks
-
-
-def _codes(ranks: list[Any]) -> tuple[list[Any], np.ndarray]:
-    """(the distinct ranks, each row's position among them)."""
-    try:  # whole-number ranks (the common case): coded with numpy
-        found, codes = np.unique(np.fromiter(ranks, np.int64, len(ranks)), return_inverse=True)
-        return found.tolist(), codes
-    except (TypeError, ValueError, OverflowError):  # None or a node name among them
-        index: dict[Any, int] = {}
-        codes = np.fromiter((index.setdefault(r, len(index)) for r in ranks), np.int64, len(ranks))
-        return list(index), codes
 
 
 def _admitted(ranks: list[Any], result: ScanResult) -> list[Any]:
