@@ -195,6 +195,7 @@ TRACEBACK_LINES: tuple[tuple[PatternRole, str], ...] = (
     (PatternRole.TB_FRAME, tb.RICH_FRAME),
     (PatternRole.TB_FRAME, tb.IPYTHON_FRAME),
     (PatternRole.TB_FRAME, tb.IPYTHON7_FRAME),
+    (PatternRole.TB_FRAME, tb.IPYTHON7_CELL_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_CAPTURED_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_RAISED),

@@ -21,8 +21,7 @@ removed rank prefixes, timestamps, indentation and rich box borders):
   `Exception raised from FUNCTION at PATH:N (most recent call first):`;
 - the exception: `TYPE: MESSAGE` or a bare `TYPE` at the start of a line, TYPE a dotted name
   ending in Error, Exception, Interrupt, Exit, Failure, Warning, Timeout or StopIteration, or a
-  class of a module named `errors`, `exc` or `exceptions` (`triton.runtime.errors.OutOfResources`,
-  `torch._dynamo.exc.Unsupported`);
+  class of a module named `errors` (`triton.runtime.errors.OutOfResources`);
   `terminate called after throwing an instance of 'TYPE'` for a C++ exception.
 
 A frame spec in a rule is `PATH:FUNCTION`: PATH is a path suffix matched on whole path
@@ -57,10 +56,13 @@ RICH_FRAME = (
 # IPython 7 (IPython/core/ultratb.py VerboseTB.format_record: '%s %s' % (link, call), call =
 # 'in ' + FUNCTION + its argument list, none for <module>): `PATH in FUNCTION(ARGS)`, PATH as
 # compress_user wrote it (`~` for the home folder; spaces allowed), or `<ipython-input-N-HASH>`.
+# (Two patterns, so that each has a selective literal for the prefilter: ".py" then " in ", or
+# "<ipython-input-"; " in " alone is in every other line of prose.)
 IPYTHON7_FRAME = (
-    r"^(?P<tb_i7path>(?:[/~.]|[A-Za-z]:[\\/]|\\\\)[^\"]*?\.pyx?|<[^>\s]+>|[\w.-][\w./\\-]*\.pyx?)"
+    r"^(?P<tb_i7path>(?:[/~.]|[A-Za-z]:[\\/]|\\\\)[^\"]*?\.pyx?|[\w.-][\w./\\-]*\.pyx?)"
     r" in (?P<tb_i7function>[\w<>.]+)(?:\(.*)?$"
 )
+IPYTHON7_CELL_FRAME = r"^(?P<tb_i7path><ipython-input-[^>\s]*>) in (?P<tb_i7function>[\w<>.]+)"
 # IPython 8 and Jupyter: `File PATH:N, in FUNCTION(ARGS)` (a qualified name, `Module._call_impl`).
 IPYTHON_FRAME = (
     r"^File (?P<tb_ipath>[^\s\",][^,]*?):(?P<tb_iline>\d+), in (?P<tb_ifunction>[\w<>.]+)"
@@ -75,10 +77,10 @@ EXCEPTION = (
     r"^(?P<tb_exception>(?:[A-Za-z_]\w*\.)*\w*" + _TYPE_SUFFIX + r")(?::[ \t]*(?P<tb_message>.*))?$"
 )
 # Exceptions whose names end otherwise live in modules named for them (triton/runtime/errors.py
-# OutOfResources, torch/_dynamo/exc.py Unsupported and BackendCompilerFailed); the module name
-# is also the literal the prefilter needs.
+# OutOfResources); "errors." is also the literal the prefilter needs (an alternation of module
+# names leaves it none, and the pattern then reads every line).
 MODULE_EXCEPTION = (
-    r"^(?P<tb_mexception>(?:[A-Za-z_]\w*\.)*(?:errors|exc|exceptions)\.[A-Z]\w*)"
+    r"^(?P<tb_mexception>(?:\w+\.)*errors\.[A-Z]\w*)"
     r"(?::[ \t]*(?P<tb_mmessage>.*))?$"
 )
 TERMINATE = r"terminate called after throwing an instance of '(?P<tb_cxx_exception>[^']+)'"
