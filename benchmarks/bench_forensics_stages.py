@@ -1,5 +1,6 @@
 """Where the time of hang forensics goes, per dump (issue 24): reading a dump with the
-restricted unpickler, tracing it into arrays, freeing its raw mapping; and, for comparison,
+restricted unpickler, tracing it into arrays, freeing its raw mapping (the old path); reading
+it with fastread and tracing its runs (the path report takes); and, for comparison,
 one walk over the same bytes with `pickletools.genops`, the least that any reader written in
 Python that looks at every opcode must do.
 
@@ -44,6 +45,18 @@ def main() -> int:
         del raw
         gone = time.process_time()
         load, traced, freed = load + loaded - started, traced + done - loaded, freed + gone - done
+    fast_read = fast_trace = 0.0
+    signatures = Signatures()
+    taken = 0
+    for path in files:
+        started = time.process_time()
+        raw, header = read_raw(str(path), fast=True)
+        loaded = time.process_time()
+        taken += not isinstance(raw["entries"], list)
+        kept.append(trace(raw, header, signatures))
+        del raw
+        done = time.process_time()
+        fast_read, fast_trace = fast_read + loaded - started, fast_trace + done - loaded
     sample = files[: max(1, min(10, len(files)))]
     started = time.process_time()
     opcodes = sum(sum(1 for _ in pickletools.genops(p.read_bytes())) for p in sample)
@@ -52,6 +65,8 @@ def main() -> int:
     print(
         f"{count} dumps, CPU ms per dump: restricted unpickler {load / count * 1e3:.2f}, "
         f"trace {traced / count * 1e3:.2f}, free {freed / count * 1e3:.2f}; "
+        f"fastread {fast_read / count * 1e3:.2f}, its trace and free {fast_trace / count * 1e3:.2f} "
+        f"({taken} of {count} read fast); "
         f"pickletools.genops walk {walk * 1e3:.1f} ({opcodes // len(sample)} opcodes per dump)"
     )
     return 0

@@ -71,8 +71,22 @@ def test_a_pickle_with_a_global_is_refused_and_runs_nothing(tmp_path, monkeypatc
         (b'{"version": "2.10", "entries": [', "unreadable json"),
         (pickle.dumps([1, 2, 3], protocol=2), "not a Flight Recorder dump"),
         (b"plain text log line\n", "not a Flight Recorder dump"),
+        (b"\x80\x02}r\xff\xff\xff\xff.", "more memory than"),  # a memo index of 2**32 - 1
+        # 10**9: the C unpickler would size its memo to it (15 GB, 18 s) without the cap
+        (b"\x80\x02}r" + (10**9).to_bytes(4, "little") + b".", "more memory than"),
+        (b"\x80\x02}K\x01a.", "AttributeError"),  # APPEND onto a dict
     ],
-    ids=["87-bytes", "truncated", "garbage-pickle", "truncated-json", "a-list", "text"],
+    ids=[
+        "87-bytes",
+        "truncated",
+        "garbage-pickle",
+        "truncated-json",
+        "a-list",
+        "text",
+        "huge-memo-index",
+        "memo-index-a-billion",
+        "append-to-dict",
+    ],
 )
 def test_broken_dumps_are_one_line_each(data, reason):
     with pytest.raises(DumpError) as caught:
@@ -286,3 +300,13 @@ def test_a_rank_is_late_only_when_it_is_milliseconds_behind(tmp_path, lag_ns, la
         assert report.conclude(found).ranks == (1,)
     else:
         assert report.conclude(found) is None
+
+
+def test_the_memory_cap_is_lifted_after_each_dump():
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with pytest.raises(DumpError):
+        load_bytes(b"\x80\x02}r" + (10**9).to_bytes(4, "little") + b".", "x")
+    assert load_bytes(HANG.joinpath("dumps", "nccl_trace_rank_0").read_bytes(), "r0")["entries"]
+    assert resource.getrlimit(resource.RLIMIT_AS) == before

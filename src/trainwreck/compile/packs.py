@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -148,6 +147,8 @@ def installed_bundles() -> tuple[list[Bundle], list[str]]:
     """Every installed rule pack (entry point group trainwreck.rules)."""
     bundles: list[Bundle] = []
     warnings: list[str] = []
+    from importlib import metadata  # (here: --no-installed and --rules do not pay for it)
+
     try:
         points = metadata.entry_points(group=ENTRY_POINT_GROUP)
     except Exception as exc:  # a broken installation must not stop diagnosis

@@ -499,7 +499,9 @@ def jump(series: Mapping[RankKey, Points], settings: reg.Jump) -> DetectorResult
             continue  # no point has `min_history` points before it
         points = _finite(raw)
         values = points.value
-        base = _trailing_median(values, window, history)
+        base = _trailing_median(
+            values, window, history, _may_jump(values, window, direction, ratio_min, min_delta)
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
             factor_up = values / base
             factor_down = np.where(values > 0, base / values, np.inf)
@@ -537,22 +539,69 @@ def jump(series: Mapping[RankKey, Points], settings: reg.Jump) -> DetectorResult
     return DetectorResult(fired, outputs, ranks, events, rank=rank, note=note)
 
 
-def _trailing_median(values: np.ndarray, window: int, history: int) -> np.ndarray:
+def _may_jump(
+    values: np.ndarray, window: int, direction: str, ratio_min: float, min_delta: float
+) -> np.ndarray | None:
+    """The points whose trailing median could make them a jump (None: all of them).
+
+    A median lies between the least and the greatest of its window, and each test of `jump` is
+    monotone in the baseline (x / b and x - b fall as b grows, b / x and b - x rise), so a point
+    that fails its test against the bound that favours it fails against its median too. The
+    bounds cost a few vectorised passes; the median, a partition per window, is then taken only
+    where a jump is possible (a few points in a hundred on a healthy run)."""
+    n = int(values.shape[0])
+    if window < 1 or n < 2 or values.dtype.kind != "f":
+        return None
+    low = np.full(n, np.nan)
+    high = np.full(n, np.nan)
+    head = min(window, n)  # points 1 .. head-1 have fewer than `window` values before them
+    low[1:head] = np.minimum.accumulate(values[: head - 1])
+    high[1:head] = np.maximum.accumulate(values[: head - 1])
+    if n > window:
+        rows = n - window  # point window + j reads values[j : j + window]
+        low_rows, high_rows = low[window:], high[window:]  # views: filled in place
+        low_rows[:] = high_rows[:] = values[:rows]
+        for k in range(1, window):
+            np.minimum(low_rows, values[k : k + rows], out=low_rows)
+            np.maximum(high_rows, values[k : k + rows], out=high_rows)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        possible = np.zeros(n, dtype=bool)
+        if direction != "down":  # up: the least baseline favours it; none > 0 may still be
+            possible |= (low <= 0) | ((values / low >= ratio_min) & (values - low >= min_delta))
+        if direction != "up":
+            factor = np.where(values > 0, high / values, np.inf)  # as jump takes it
+            possible |= (high > 0) & (factor >= ratio_min) & (high - values >= min_delta)
+            # Two middle values near the float maximum average to inf, above the greatest.
+            possible |= high > np.finfo(values.dtype).max / 2
+    return possible & (values >= 0)
+
+
+def _trailing_median(
+    values: np.ndarray, window: int, history: int, need: np.ndarray | None = None
+) -> np.ndarray:
     """Median of the up to `window` values before each point (NaN before `history` of them),
-    computed in chunks so memory stays bounded on long series."""
+    computed in chunks so memory stays bounded on long series. With `need` (a mask), only at
+    the points it picks; NaN elsewhere."""
     n = int(values.shape[0])
     base = np.full(n, np.nan)
     for i in range(history, min(window, n)):
-        base[i] = float(np.median(values[:i]))
+        if need is None or need[i]:
+            base[i] = float(np.median(values[:i]))
     if n > window:
         view = np.lib.stride_tricks.sliding_window_view(
             values[:-1], window
         )  # row j: values[j:j+window]
         chunk = 65536
-        for start in range(0, view.shape[0], chunk):
-            base[window + start : window + start + chunk] = np.median(
-                view[start : start + chunk], axis=1
-            )
+        if need is None:
+            for start in range(0, view.shape[0], chunk):
+                base[window + start : window + start + chunk] = np.median(
+                    view[start : start + chunk], axis=1
+                )
+        else:
+            rows = np.flatnonzero(need[window:])
+            for start in range(0, rows.size, chunk):
+                picked = rows[start : start + chunk]
+                base[window + picked] = np.median(view[picked], axis=1)
     return base
 
 

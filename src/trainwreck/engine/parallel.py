@@ -3,9 +3,7 @@ plain file, each scanning as a serial scan would; their states are merged in inp
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +44,11 @@ def workers(inputs: list[tuple[str, Any]], jobs: int | None) -> int:
     """How many processes: one per file up to the usable CPUs (an explicit `jobs` is capped
     there too: more processes than CPUs only add start-up, memory and pickling), only for plain
     files, and (when automatic) only when there is enough input to repay starting them."""
-    if jobs == 1 or not inputs or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs == 1 or not inputs:
+        return 1
+    import multiprocessing  # (here: a serial scan does not pay for importing it)
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     sources = [source for _, source in inputs]
     if any(not isinstance(s, (str, Path)) or str(s) == "-" for s in sources):
@@ -133,6 +135,9 @@ def _scan_in_pool(
 ) -> None:
     """Submit every group of files, or part of a file, to forked workers and merge what they
     find in input order, keeping the series within `budget`."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor  # (here: see workers)
+
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         submitted = []

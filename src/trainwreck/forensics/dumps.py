@@ -12,15 +12,19 @@ no pickle handed in can name a callable, and REDUCE / BUILD have nothing to call
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import json
 import pickle
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainwreck.errors import ProblemsFound
+from trainwreck.forensics import fastread
 
 MAX_DUMP_BYTES = 1 << 30  # a dump larger than this is refused before it is read
 SNIFF_BYTES = 4096
@@ -86,6 +90,42 @@ class _WholeBuffer:
         return self.read(-1 if newline < 0 else newline + 1 - self._at)
 
 
+_UNPICKLE_HEADROOM = 512 << 20
+
+
+@contextlib.contextmanager
+def _memory_bounded(extra: int) -> Iterator[None]:
+    """Address space for what follows capped at `extra` bytes over today's (Linux; elsewhere
+    nothing is capped). The C unpickler sizes its memo to the largest index a stream names: 14
+    bytes asking for slot 10**9 took 15 GB and 18 s. Under the cap that allocation fails at
+    once, as MemoryError, which load_bytes words. A walk that checks every index first cost ten
+    times the unpickling, so the cap is the cheap guard."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm", "rb") as statm:
+            in_use = int(statm.read().split()[0]) * resource.getpagesize()
+    except (ImportError, OSError, ValueError, IndexError):
+        yield
+        return
+    cap = in_use + extra
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield  # already capped tighter by the user: leave their limit alone
+        return
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def load_bytes(data: bytes, file: str) -> dict[str, Any]:
     """The dump's mapping, from pickle or JSON bytes; DumpError with a reason otherwise."""
     kind = sniff(data[:SNIFF_BYTES])
@@ -94,7 +134,11 @@ def load_bytes(data: bytes, file: str) -> dict[str, Any]:
             "not a Flight Recorder dump (neither a pickle nor JSON with entries)", file=file
         )
     try:
-        raw = SafeUnpickler(_WholeBuffer(data)).load() if kind == "pickle" else json.loads(data)
+        if kind == "pickle":
+            with _memory_bounded(_UNPICKLE_HEADROOM + 64 * len(data)):
+                raw = SafeUnpickler(_WholeBuffer(data)).load()
+        else:
+            raw = json.loads(data)
     except Refused as exc:
         raise DumpError(f"pickle refused: {exc}", file=file) from None
     except (
@@ -105,7 +149,15 @@ def load_bytes(data: bytes, file: str) -> dict[str, Any]:
         IndexError,
         KeyError,
         OverflowError,
+        MemoryError,  # a memo index of 2**32 - 1 makes the C unpickler size its memo to it
+        AttributeError,  # APPEND onto a dict: the C unpickler calls its missing .append
     ) as exc:
+        if isinstance(exc, MemoryError):
+            raise DumpError(
+                f"unreadable {kind} dump: it asks for more memory than {len(data)} bytes of "
+                "dump can need (a memo index or size beyond the file)",
+                file=file,
+            ) from None
         reason = "truncated" if isinstance(exc, EOFError) else type(exc).__name__
         raise DumpError(
             f"unreadable {kind} dump ({reason}: {exc}) of {len(data)} bytes", file=file
@@ -352,10 +404,16 @@ def rank_from_name(file: str, pattern: re.Pattern[str] | None = None) -> int | N
 
 
 def read_raw(
-    path: str, display: str | None = None, rank_pattern: re.Pattern[str] | None = None
+    path: str,
+    display: str | None = None,
+    rank_pattern: re.Pattern[str] | None = None,
+    *,
+    fast: bool = False,
 ) -> tuple[dict[str, Any], Dump]:
     """One dump file's raw mapping and its typed header (no records); DumpError (one line,
-    with the file) when it cannot be used."""
+    with the file) when it cannot be used. With `fast`, a pickle whose entries fastread takes
+    comes back with "entries" as fastread.Segments (traces.trace reads them); any other file
+    is read as before."""
     display = display or path
     try:
         size = Path(path).stat().st_size
@@ -364,8 +422,16 @@ def read_raw(
         data = Path(path).read_bytes()
     except OSError as exc:
         raise DumpError(f"unreadable: {exc.strerror or exc}", file=display) from None
-    raw = load_bytes(data, display)
     kind = sniff(data[:SNIFF_BYTES]) or "?"
+    parsed = fastread.parse(data) if fast and kind == "pickle" else None
+    if parsed is not None:
+        raw, segments = parsed
+        header = Dump.from_dict(
+            raw, display, kind, rank_from_name(path, rank_pattern), records=False
+        )
+        raw["entries"] = segments
+        return raw, dataclasses.replace(header, bad_entries=segments.bad)
+    raw = load_bytes(data, display)
     # The dump's own "rank" field wins (Dump.from_dict); then --rank-from or the name.
     return raw, Dump.from_dict(
         raw, display, kind, rank_from_name(path, rank_pattern), records=False

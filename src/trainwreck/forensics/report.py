@@ -9,13 +9,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainwreck.findings import Evidence, Finding, Skipped
 from trainwreck.forensics import stacks as stk
-from trainwreck.forensics.analysis import GroupAnalysis, analyse_group, expected_members, ranges
 from trainwreck.forensics.dumps import SNIFF_BYTES, DumpError, rank_from_name, read_raw, sniff
-from trainwreck.forensics.traces import RankTrace, Signatures, trace
+
+if TYPE_CHECKING:  # (the analysis is imported when there are dumps: diagnose only sniffs)
+    from trainwreck.forensics.analysis import GroupAnalysis
+    from trainwreck.forensics.traces import RankTrace
 
 # The entries a hang's dumps point at (entries/*.yaml).
 DESYNC = "collective-desync-deadlock"
@@ -67,6 +69,9 @@ def analyse(files: list[tuple[str, str]], rank_pattern: re.Pattern[str] | None =
 
 
 def _analyse(files: list[tuple[str, str]], rank_pattern: re.Pattern[str] | None) -> Forensics:
+    from trainwreck.forensics.analysis import analyse_group, expected_members
+    from trainwreck.forensics.traces import Signatures, trace
+
     result = Forensics()
     signatures = Signatures()
     traces: dict[int, RankTrace] = {}
@@ -77,7 +82,7 @@ def _analyse(files: list[tuple[str, str]], rank_pattern: re.Pattern[str] | None)
             _read_stack(result, display, path, rank_pattern)
             continue
         try:
-            raw, header = read_raw(path, display, rank_pattern)
+            raw, header = read_raw(path, display, rank_pattern, fast=True)
         except DumpError as exc:
             result.skipped.append(Skipped(display, exc.message, True))
             continue
@@ -171,6 +176,8 @@ class Conclusion:
 def conclude(found: Forensics) -> Conclusion | None:
     """The one answer: the group with culprits first, then a mismatch, unmatched p2p, a late
     rank, missing dumps; None when the dumps show nothing wrong."""
+    from trainwreck.forensics.analysis import ranges
+
     stacks_of = {dump.rank: dump for dump in found.stack_dumps}
     for group in found.groups:
         if group.culprits and not group.desync_first:

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from trainwreck.forensics.dumps import Dump, GroupStatus, Record, _int
+from trainwreck.forensics import fastread
+from trainwreck.forensics.dumps import Dump, GroupStatus, Record, _int, load_bytes
 
 TAIL = 3  # last collectives kept as full records per group (what a culprit was last doing)
 _GROUP_FIELD = itemgetter("process_group")
@@ -32,7 +33,7 @@ class _Reference:
     of every entry's sizes and dtypes (4 of the 30 s budget at 4096 ranks)."""
 
     seqs: np.ndarray
-    fields: list[tuple[Any, ...]]
+    fields: list[tuple[Any, ...]] | None  # None: made by trace_segments (no raw fields)
     sigs: np.ndarray
 
 
@@ -123,6 +124,7 @@ def _fast_sigs(
     reference = signatures.references.get(key)
     if (
         reference is not None
+        and reference.fields is not None
         and np.array_equal(reference.seqs, seqs)
         and fields == reference.fields
     ):
@@ -139,6 +141,12 @@ def _fast_sigs(
     return sigs
 
 
+def _int64(value: Any, default: int = -1) -> int:
+    """_int, and the default for a number no int64 column holds (a corrupt dump's 2**70)."""
+    number = _int(value, default)
+    return number if -(1 << 63) <= number < 1 << 63 else default
+
+
 def _columns(
     key: str, items: list[dict[str, Any]], signatures: Signatures
 ) -> tuple[np.ndarray, ...]:
@@ -152,9 +160,9 @@ def _columns(
         record_ids = np.array([e["record_id"] for e in items], np.int64)
         sigs = _fast_sigs(key, items, seqs, signatures)
     except (KeyError, TypeError, ValueError, OverflowError):
-        seqs = np.array([_int(e.get("collective_seq_id")) for e in items], np.int64)
-        times = np.array([_int(e.get("time_created_ns"), 0) for e in items], np.int64)
-        record_ids = np.array([_int(e.get("record_id")) for e in items], np.int64)
+        seqs = np.array([_int64(e.get("collective_seq_id")) for e in items], np.int64)
+        times = np.array([_int64(e.get("time_created_ns"), 0) for e in items], np.int64)
+        record_ids = np.array([_int64(e.get("record_id")) for e in items], np.int64)
         sigs = np.array([table.setdefault(_signature(e), len(table)) for e in items], np.int32)
     if len(seqs) > 1 and (np.diff(seqs) < 0).any():  # dumps list entries oldest first; just in case
         order = np.argsort(seqs, kind="stable")
@@ -212,6 +220,15 @@ def trace(raw: dict[str, Any], dump: Dump, signatures: Signatures) -> RankTrace:
     """The compact trace of a dump's raw mapping (`dump` carries its header, already typed)."""
     assert dump.rank is not None
     entries = raw.get("entries")
+    if isinstance(entries, fastread.Segments):
+        fast = trace_segments(entries, dump, signatures)
+        data = entries.data
+        entries.release()
+        if fast is not None:
+            return fast
+        raw = load_bytes(data, dump.file)  # what fastread cannot read exactly
+        dump = Dump.from_dict(raw, dump.file, dump.kind, dump.rank, records=False)
+        entries = raw.get("entries")
     entries = entries if isinstance(entries, list) else []
     good = entries if dump.bad_entries == 0 else [e for e in entries if isinstance(e, dict)]
     key = _one_group(good) if good else None
@@ -228,21 +245,139 @@ def trace(raw: dict[str, Any], dump: Dump, signatures: Signatures) -> RankTrace:
     for key, items in per_group.items():
         seqs, sigs, times, record_ids = _columns(key, items, signatures)
         tail = tuple(Record.from_dict(e) for e in items[-TAIL:])
-        status = dump.status.get(tail[-1].pg_id, GroupStatus(-1, -1, -1))
-        result.groups[key] = GroupTrace(
-            name=key,
-            desc=tail[-1].pg_desc,
-            pg_id=tail[-1].pg_id,
-            seqs=seqs,
-            sigs=sigs,
-            times=times,
-            record_ids=record_ids,
-            status=status,
-            tail=tail,
-            started_not_done=tuple(
-                r.collective_seq_id
-                for r in tail
-                if r.state == "started" and r.collective_seq_id > status.completed
-            ),
-        )
+        result.groups[key] = _group(key, seqs, sigs, times, record_ids, tail, dump)
+    return result
+
+
+def _group(
+    key: str,
+    seqs: np.ndarray,
+    sigs: np.ndarray,
+    times: np.ndarray,
+    record_ids: np.ndarray,
+    tail: tuple[Record, ...],
+    dump: Dump,
+) -> GroupTrace:
+    status = dump.status.get(tail[-1].pg_id, GroupStatus(-1, -1, -1))
+    return GroupTrace(
+        name=key,
+        desc=tail[-1].pg_desc,
+        pg_id=tail[-1].pg_id,
+        seqs=seqs,
+        sigs=sigs,
+        times=times,
+        record_ids=record_ids,
+        status=status,
+        tail=tail,
+        started_not_done=tuple(
+            r.collective_seq_id
+            for r in tail
+            if r.state == "started" and r.collective_seq_id > status.completed
+        ),
+    )
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _strict(value: Any, key: str) -> int:
+    """A column value both old paths read the same way (an int; time may be None or absent);
+    anything else sends the dump back to the C unpickler's path."""
+    if value is None and key == "time_created_ns":
+        return 0
+    if type(value) is not int or not _INT64[0] <= value <= _INT64[1]:
+        raise fastread._GiveUp(f"{key} is not a plain integer")
+    return value
+
+
+def trace_segments(
+    segments: fastread.Segments, dump: Dump, signatures: Signatures
+) -> RankTrace | None:
+    """The trace of a dump read by fastread, equal to what `trace` makes of the plain mapping;
+    None when the entries hold something only the per-entry path reads exactly (p2p ops,
+    non-integer columns): the caller then reads the dump with SafeUnpickler."""
+    assert dump.rank is not None
+    try:
+        return _trace_segments(segments, dump, signatures)
+    except (fastread._GiveUp, KeyError, IndexError, TypeError, ValueError, OverflowError):
+        return None
+
+
+def _trace_segments(segments: fastread.Segments, dump: Dump, signatures: Signatures) -> RankTrace:
+    reps: list[dict[str, Any]] = []  # entries read one by one, and each run's representatives
+    rep_of: list[np.ndarray] = []
+    where: list[np.ndarray] = []  # per entry: its segment, and its row in a run (-1: none)
+    rows: list[np.ndarray] = []
+    cols: dict[str, list[np.ndarray]] = {key: [] for key in fastread.COLUMN_KEYS}
+    for at, item in enumerate(segments.items):
+        if isinstance(item, fastread.Run):
+            base = len(reps)
+            reps.extend(item.reps)
+            rep_of.append(item.combo + base)
+            where.append(np.full(item.count, at, np.int64))
+            rows.append(np.arange(item.count, dtype=np.int64))
+            for key in fastread.COLUMN_KEYS:
+                column = item.columns.get(key)
+                if column is None:
+                    column = np.array([_strict(r.get(key), key) for r in item.reps], np.int64)
+                    column = column[item.combo]
+                    if key != "time_created_ns" and any(key not in r for r in item.reps):
+                        raise fastread._GiveUp(f"no {key}")
+                cols[key].append(column)
+        elif isinstance(item, dict):
+            if any(key not in item for key in ("collective_seq_id", "record_id")):
+                raise fastread._GiveUp("an entry without its ids")
+            rep_of.append(np.array([len(reps)], np.int64))
+            reps.append(item)
+            where.append(np.array([at], np.int64))
+            rows.append(np.array([-1], np.int64))
+            for key in fastread.COLUMN_KEYS:
+                cols[key].append(np.array([_strict(item.get(key), key)], np.int64))
+    result = RankTrace(
+        dump.file, dump.kind, dump.rank, dump.version, dump.group_ranks, bad_entries=segments.bad
+    )
+    if not reps:
+        return result
+    if any(r.get("is_p2p") for r in reps):
+        raise fastread._GiveUp("p2p ops are matched entry by entry")
+    rep = np.concatenate(rep_of)
+    entry_at, entry_row = np.concatenate(where), np.concatenate(rows)
+    seq_all, time_all, rid_all = (np.concatenate(cols[key]) for key in fastread.COLUMN_KEYS)
+    keys = [_group_key(r) for r in reps]
+    names = list(dict.fromkeys(keys))  # groups in the order their first entry comes
+    group_of_rep = np.array([names.index(k) for k in keys], np.int64)
+    group_all = group_of_rep[rep]
+    one_group = len(names) == 1
+    table = signatures.ids
+    for number, key in enumerate(names):
+        idx = np.arange(len(rep)) if one_group else np.flatnonzero(group_all == number)
+        reps_g = rep[idx]
+        used, first = np.unique(reps_g, return_index=True)
+        sig_of = np.zeros(len(reps), np.int32)
+        for r in used[np.argsort(first, kind="stable")]:  # ids in the order the old path gives
+            sig_of[r] = table.setdefault(_signature(reps[r]), len(table))
+        seqs, sigs = seq_all[idx], sig_of[reps_g]
+        times, record_ids = time_all[idx], rid_all[idx]
+        if len(seqs) > 1 and (np.diff(seqs) < 0).any():
+            order = np.argsort(seqs, kind="stable")
+            seqs, sigs, times, record_ids, idx = (
+                seqs[order],
+                sigs[order],
+                times[order],
+                record_ids[order],
+                idx[order],
+            )
+        reference = signatures.references.get(key)
+        if reference is None:
+            sigs.flags.writeable = False
+            signatures.references[key] = _Reference(seqs, None, sigs)
+        elif np.array_equal(reference.seqs, seqs) and np.array_equal(reference.sigs, sigs):
+            sigs = reference.sigs  # shared, read-only, as the old path does
+        tail = []
+        for i in idx[-TAIL:]:
+            item = segments.items[int(entry_at[i])]
+            tail.append(
+                Record.from_dict(item.row(int(entry_row[i])) if entry_row[i] >= 0 else item)
+            )
+        result.groups[key] = _group(key, seqs, sigs, times, record_ids, tuple(tail), dump)
     return result

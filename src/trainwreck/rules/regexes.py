@@ -246,7 +246,30 @@ def _seq(items: list[Any]) -> list[list[str]]:
     return found
 
 
-def prefilter_pattern(pattern: str, sample: bytes | None = None) -> str:
+class SampleCounts:
+    """How often literals occur in a sample of the input, each literal counted once (several
+    patterns share literals) and the sample lowered once for the case-insensitive ones."""
+
+    def __init__(self, sample: bytes):
+        self.sample = sample
+        self._lower: bytes | None = None
+        self._seen: dict[tuple[str, bool], int] = {}
+
+    def __call__(self, literal: str, ignore_case: bool) -> int:
+        key = (literal, ignore_case)
+        found = self._seen.get(key)
+        if found is None:
+            if ignore_case:
+                if self._lower is None:
+                    self._lower = self.sample.lower()
+                found = self._lower.count(literal.lower().encode())
+            else:
+                found = self.sample.count(literal.encode())
+            self._seen[key] = found
+        return found
+
+
+def prefilter_pattern(pattern: str, sample: bytes | SampleCounts | None = None) -> str:
     """A pattern that finds every line `pattern` can match, as cheaply as we can prove.
 
     Every match contains the required literal sets of `pattern` in order, on one line, so the
@@ -258,11 +281,11 @@ def prefilter_pattern(pattern: str, sample: bytes | None = None) -> str:
         return _drop_line_anchors(pattern)
     if sample is not None and len(options) > MAX_CHAIN:
         # Keep the rarest links (in their original order).
-        haystack = sample.lower() if ignore_case else sample
+        count = sample if isinstance(sample, SampleCounts) else SampleCounts(sample)
         rarity = sorted(
             range(len(options)),
             key=lambda i: (
-                sum(haystack.count((x.lower() if ignore_case else x).encode()) for x in options[i]),
+                sum(count(x, ignore_case) for x in options[i]),
                 -_score(options[i]),
             ),
         )
