@@ -129,6 +129,143 @@ def test_an_ipython_traceback_gives_its_qualified_frames():
     assert unit.exception == "OutOfMemoryError" and not unit.cut
 
 
+def test_an_ipython7_traceback_gives_its_frames_and_the_headers_type():
+    # IPython 7's VerboseTB: `PATH in FUNCTION(ARGS)` frames (the home folder as `~`, spaces
+    # in the path), `<ipython-input-N-HASH> in <module>` for a cell, the type in the header.
+    text = (
+        "---------------------------------------------------------------------------\n"
+        "RuntimeError                              Traceback (most recent call last)\n"
+        "<ipython-input-4-1f9c2a7e3b10> in <module>\n"
+        "      2 loader = make_loader()\n"
+        "----> 3 batch = next(iter(loader))\n"
+        "\n"
+        "~\\My Projects\\seg net\\train.py in fit(self, epochs)\n"
+        "     40         for step, batch in enumerate(self.loader):\n"
+        "\n"
+        "/usr/lib/python3.7/site-packages/torch/utils/data/dataloader.py in __init__(self, loader)\n"
+        "    718             w.start()\n"
+    )
+    unit = only(list(parse(text)))
+    assert frames(unit) == [
+        ("<ipython-input-4-1f9c2a7e3b10>", "<module>"),
+        ("~\\My Projects\\seg net\\train.py", "fit"),
+        ("/usr/lib/python3.7/site-packages/torch/utils/data/dataloader.py", "__init__"),
+    ]
+    # cut before its exception line, but the header said which type it ends in
+    assert unit.cut and unit.exception == "RuntimeError" and unit.message is None
+
+
+def test_an_ipython7_header_type_rules_out_a_matcher_for_another_exception(tmp_path):
+    rule = make_rule(tmp_path, SAVE_RULE.replace("train.py:<module>", "train.py:main"))
+    body = (
+        "/home/u/train.py in main()\n"
+        "/opt/conda/lib/python3.7/site-packages/torch/serialization.py in _save(obj, zip_file)\n"
+    )
+    text = "{}                          Traceback (most recent call last)\n" + body
+    assert len(fired(rule, write(tmp_path / "a.log", text.format("OSError")))) == 1
+    assert fired(rule, write(tmp_path / "b.log", text.format("KeyboardInterrupt"))) == []
+
+
+def test_faulthandler_stacks_are_a_unit_per_thread():
+    # CPython's faulthandler: `File "PATH", line N in FUNCTION` (no comma), one stack per thread.
+    text = (
+        "Fatal Python error: Segmentation fault\n"
+        "\n"
+        "Thread 0x00007f3a2effd700 (most recent call first):\n"
+        '  File "/usr/lib/python3.10/threading.py", line 320 in wait\n'
+        '  File "/usr/lib/python3.10/threading.py", line 1016 in _bootstrap\n'
+        "\n"
+        "Current thread 0x00007f3b9c4c2740 (most recent call first):\n"
+        '  File "/x/torch/utils/data/_utils/collate.py", line 141 in collate\n'
+        '  File "/x/torch/utils/data/_utils/worker.py", line 308 in _worker_loop\n'
+    )
+    units = [u for u in parse(text) if u.frames]
+    assert [[f for _, f in frames(u)] for u in units] == [
+        ["wait", "_bootstrap"],
+        ["collate", "_worker_loop"],
+    ]
+    assert all(u.cut for u in units)
+
+
+def test_an_exception_of_an_errors_module_ends_its_traceback():
+    text = (
+        '  File "/venv/lib/python3.12/site-packages/triton/compiler/compiler.py", line 483, in _init_handles\n'
+        '    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")\n'
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304\n"
+    )
+    unit = only(list(parse(text)))
+    assert not unit.cut and unit.exception == "triton.runtime.errors.OutOfResources"
+    assert unit.message == "out of resource: shared memory, Required: 98304"
+    # a usual type name in such a module is read once, by the usual pattern
+    other = only(
+        list(parse(text.replace("triton.runtime.errors.OutOfResources", "a.errors.XError")))
+    )
+    assert other.exception == "a.errors.XError" and not other.cut
+
+
+# rich 15.0.0's Traceback (rich.traceback.Traceback, color_system=None) rendered here at three
+# widths, its frame lines kept (code lines left out): at 100 columns the path is folded inside the
+# box, at 80 the box's top border is exactly a terminal's width and the function wraps onto a
+# line of its own, at 60 the path and the function name are both folded.
+RICH_FOLDED = {
+    100: (
+        "╭─────────────────────────────── Traceback (most recent call last) ────────────────────────────────╮\n"
+        "│ /tmp/richtest/site-packages/xformers/ops/fmha/very_long_directory_name_for_wrapping_tests/dispat │\n"
+        "│ ch.py:4 in _dispatch_fw                                                                          │\n"
+        "│                                                                                                  │\n"
+        "│ /tmp/richtest/site-packages/xformers/ops/fmha/very_long_directory_name_for_wrapping_tests/dispat │\n"
+        "│ ch.py:2 in _run_priority_list_with_a_really_long_function_name_for_wrapping                      │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────────────────────────╯\n"
+    ),
+    80: (
+        "╭───────────────────── Traceback (most recent call last) ──────────────────────╮\n"
+        "│ /tmp/richtest/site-packages/xformers/ops/fmha/very_long_directory_name_for_w │\n"
+        "│ rapping_tests/dispatch.py:4 in _dispatch_fw                                  │\n"
+        "│                                                                              │\n"
+        "│ /tmp/richtest/site-packages/xformers/ops/fmha/very_long_directory_name_for_w │\n"
+        "│ rapping_tests/dispatch.py:2 in                                               │\n"
+        "│ _run_priority_list_with_a_really_long_function_name_for_wrapping             │\n"
+        "╰──────────────────────────────────────────────────────────────────────────────╯\n"
+    ),
+    60: (
+        "╭─────────── Traceback (most recent call last) ────────────╮\n"
+        "│ /tmp/richtest/site-packages/xformers/ops/fmha/very_long_ │\n"
+        "│ directory_name_for_wrapping_tests/dispatch.py:4 in       │\n"
+        "│ _dispatch_fw                                             │\n"
+        "│                                                          │\n"
+        "│ /tmp/richtest/site-packages/xformers/ops/fmha/very_long_ │\n"
+        "│ directory_name_for_wrapping_tests/dispatch.py:2 in       │\n"
+        "│ _run_priority_list_with_a_really_long_function_name_for_ │\n"
+        "│ wrapping                                                 │\n"
+        "╰──────────────────────────────────────────────────────────╯\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("width", sorted(RICH_FOLDED))
+def test_rich_frames_folded_or_wrapped_inside_the_box_are_joined(width):
+    text = RICH_FOLDED[width] + "NotImplementedError: No operator found for `x` with inputs:\n"
+    unit = only(list(parse(text)))
+    path = (
+        "/tmp/richtest/site-packages/xformers/ops/fmha/"
+        "very_long_directory_name_for_wrapping_tests/dispatch.py"
+    )
+    assert frames(unit) == [
+        (path, "_dispatch_fw"),
+        (path, "_run_priority_list_with_a_really_long_function_name_for_wrapping"),
+    ]
+    assert unit.exception == "NotImplementedError" and unit.start == 1
+
+
+def test_a_rich_frame_in_an_ascii_box_gives_its_frame():
+    text = (
+        "| /opt/py/site-packages/torch/serialization.py:1312 in _save              |\n"
+        "RuntimeError: PytorchStreamWriter failed writing file data/3: file write failed\n"
+    )
+    unit = only(list(parse(text)))
+    assert frames(unit) == [("/opt/py/site-packages/torch/serialization.py", "_save")]
+
+
 def test_old_style_cxx_frames_join_the_exception_they_follow():
     text = (
         "Traceback (most recent call last):\n"
@@ -291,6 +428,16 @@ def test_a_cut_traceback_matches_on_its_frames_with_lower_confidence_and_says_so
         assert note in formats.render(report, name), name
     data = json.loads(formats.render(report, "json"))
     assert data["findings"][0]["confidence"] == 0.3
+
+
+def test_cut_false_lets_only_a_whole_traceback_match(tmp_path):
+    rule = make_rule(
+        tmp_path, SAVE_RULE.replace("      message:", "      cut: false\n      message:")
+    )
+    assert fired(rule, write(tmp_path / "cut.log", "step 1\n" + SAVE)) == []
+    whole = write(tmp_path / "whole.log", SAVE + "OSError: [Errno 28] No space left on device\n")
+    (finding,) = fired(rule, whole)
+    assert finding.confidence == 0.5
 
 
 def test_a_cut_traceback_beside_a_whole_one_keeps_the_full_confidence(tmp_path):

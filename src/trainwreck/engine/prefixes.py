@@ -11,7 +11,9 @@ Two steps, both keeping the number of lines (so evidence keeps its file:line):
 - ANSI escape sequences (colour, cursor) are removed;
 - a CR before a line end is dropped, a lone CR (progress bars redrawing) becomes a space;
 - rich-style box tracebacks lose their borders: `│ text   │` -> `text`; a box line filled up to
-  its border continues on the next one (pretty printers wrap at word boundaries);
+  its border continues on the next one (pretty printers wrap at word boundaries, and fold a word
+  longer than the box, a deep path or a long function name, across lines: a box line that is one
+  word up to the border is joined with the next without a space);
 - a line wrapped by a terminal at 80 or 120 columns, or inside a box, is joined with its
   continuation; so is a message split after a trailing single space ("signal: \\nBus error.").
   The joined text goes on the first line and the continuation line is left empty.
@@ -39,9 +41,11 @@ import re
 
 WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
 _FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8) marks a box line filled up to its border
+_FOLD = b"\xff\xf1"  # marks a box line that is one word folded at its border
 
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _BOX_CHARS = ("\u2502".encode(), "\u2503".encode(), "\u2551".encode())
+_BOX_DRAWING = (b"\xe2\x94", b"\xe2\x95")  # U+2500 to U+257F, a box-drawing character's lead bytes
 _BORDER = rb"(?:\xe2\x94\x82|\xe2\x94\x83|\xe2\x95\x91)"
 _BOX = re.compile(rb"[ \t]*" + _BORDER + rb" ?(.*?)(?P<pad>[ \t]*)" + _BORDER + rb"[ \t]*$")
 # A continuation line does not look like the start of a new record.
@@ -120,7 +124,7 @@ def normalize_block(block: bytes) -> bytes:
         shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
     if b"\xe2" in shaped and any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
-    if _FULL in shaped or _has_join_candidate(shaped):
+    if _FULL in shaped or _FOLD in shaped or _has_join_candidate(shaped):
         shaped = _join_wrapped(shaped)
     return shaped
 
@@ -172,11 +176,15 @@ def _unbox(block: bytes) -> bytes:
             continue
         text = box.group(1)
         following = boxes[index + 1] if index + 1 < len(boxes) else None
-        continues = False
+        mark = b""
         if following is not None and text.strip():
             word = following.group(1).split(b" ", 1)[0]
-            continues = bool(word) and len(word) + 2 > len(box.group("pad"))
-        lines[index] = text + (_FULL if continues else b"")
+            if word and len(word) + 2 > len(box.group("pad")):
+                # rich folds a word wider than the box (Text overflow "fold"): the line is that
+                # one word, right up to the border's padding space.
+                folded = len(box.group("pad")) <= 1 and b" " not in text.strip()
+                mark = _FOLD if folded else _FULL
+        lines[index] = text + mark
     return b"\n".join(lines)
 
 
@@ -193,10 +201,15 @@ def _join_wrapped(block: bytes) -> bytes:
             how = _continues(line, nxt)
             if how is None:
                 break
-            line = line.replace(_FULL, b"")
-            line = (line.rstrip() + b" " + nxt.lstrip()) if how == "word" else line + nxt
+            line = line.replace(_FULL, b"").replace(_FOLD, b"")
+            if how == "word":
+                line = line.rstrip() + b" " + nxt.lstrip()
+            else:
+                line = line + (nxt.lstrip() if how == "fold" else nxt)
             joined += 1
-        out.append(line.replace(_FULL, b"") if _FULL in line else line)
+        if _FULL in line or _FOLD in line:
+            line = line.replace(_FULL, b"").replace(_FOLD, b"")
+        out.append(line)
         out.extend(b"" for _ in range(joined))
         index += joined + 1
     return b"\n".join(out)
@@ -215,9 +228,15 @@ def _continues(line: bytes, nxt: bytes) -> str | None:
         return None
     if line.endswith(_FULL):
         return "word"  # pretty printers wrap at word boundaries and drop the space
+    if line.endswith(_FOLD):
+        return "fold"  # a word folded at the border goes on without a space
     if line.endswith(b" ") and not line.endswith(b"  ") and len(line) > 20:
         return "word"  # a message split after a word by the program or the paste
-    if line[-1:] not in (b" ", b"\t") and _width(line) in WRAP_WIDTHS:
+    if (
+        line[-1:] not in (b" ", b"\t")
+        and line[-3:-1] not in _BOX_DRAWING  # a box's border 80 wide is not a wrapped line
+        and _width(line) in WRAP_WIDTHS
+    ):
         return "wrap"
     return None
 

@@ -80,9 +80,21 @@ def feed(
             unit.reraise = False  # the worker's original traceback goes on in this unit
         else:
             ended, unit = unit, Unit(number, None)
+            # IPython's header names the type: known even when the excerpt stops before it.
+            unit.exception = caps.get("tb_htype")
     elif role == PatternRole.TB_FRAME:
-        path = caps.get("tb_path") or caps.get("tb_rpath") or caps.get("tb_ipath")
-        function = caps.get("tb_function") or caps.get("tb_rfunction") or caps.get("tb_ifunction")
+        path = next(
+            (caps[k] for k in ("tb_path", "tb_rpath", "tb_ipath", "tb_i7path") if caps.get(k)),
+            None,
+        )
+        function = next(
+            (
+                caps[k]
+                for k in ("tb_function", "tb_rfunction", "tb_ifunction", "tb_i7function")
+                if caps.get(k)
+            ),
+            None,
+        )
         if unit is None or unit.done:
             ended, unit = unit, Unit(number, None)
         unit.frames.append(Frame(path, function, number))
@@ -107,6 +119,10 @@ def feed(
             return unit, None  # an error line outside any traceback
         name = caps.get("tb_exception")
         message = caps.get("tb_message")
+        if name is None:
+            name, message = caps.get("tb_mexception"), caps.get("tb_mmessage")
+            if name is None or tb.TYPE_SUFFIX.search(name):
+                return unit, None  # (a usual type name: the EXCEPTION pattern reads this line)
         caught = tb.CAUGHT.match(message or "")
         if caught is not None and unit.worker is None:
             # The main process's re-raise: the worker's own traceback follows.
@@ -125,6 +141,8 @@ def feed(
 def judge(matcher: TracebackMatcher, unit: Unit) -> tuple[list[Frame], bool] | None:
     """Whether a unit matches: (the frames that meet the specs, first of each, whether it is a
     cut match), or None."""
+    if unit.cut and not matcher.cut:
+        return None
     met: list[Frame] = []
     for spec in matcher.specs():
         found = next((f for f in unit.frames if spec.matches(f.path, f.function)), None)

@@ -190,13 +190,17 @@ class BlockMatcher(Matcher):
 # so each is compiled and matched once however many rules read tracebacks).
 TRACEBACK_LINES: tuple[tuple[PatternRole, str], ...] = (
     (PatternRole.TB_HEADER, tb.HEADER),
+    (PatternRole.TB_HEADER, tb.FAULT_HEADER),
     (PatternRole.TB_FRAME, tb.PY_FRAME),
     (PatternRole.TB_FRAME, tb.RICH_FRAME),
     (PatternRole.TB_FRAME, tb.IPYTHON_FRAME),
+    (PatternRole.TB_FRAME, tb.IPYTHON7_FRAME),
+    (PatternRole.TB_FRAME, tb.IPYTHON7_CELL_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_CAPTURED_FRAME),
     (PatternRole.TB_CXX_FRAME, tb.CXX_RAISED),
     (PatternRole.TB_EXCEPTION, tb.EXCEPTION),
+    (PatternRole.TB_EXCEPTION, tb.MODULE_EXCEPTION),
     (PatternRole.TB_TERMINATE, tb.TERMINATE),
 )
 # The lines that may open a traceback unit: any of its lines but the exception (an excerpt may
@@ -218,6 +222,9 @@ class TracebackMatcher(Matcher):
     exception: tuple[str, ...]
     message: str | None
     max_lines: int  # the most lines one traceback spans, from its first line
+    # Whether a traceback cut before its exception line may match on its frames: false for frames
+    # that other failures run through too, where only the exception tells them apart.
+    cut: bool = True
 
     def specs(self) -> tuple[tb.FrameSpec, ...]:
         return tuple(
@@ -236,6 +243,7 @@ class TracebackMatcher(Matcher):
             "exception": list(self.exception),
             "message": self.message,
             "max_lines": self.max_lines,
+            "cut": self.cut,
         }
 
 
@@ -341,6 +349,7 @@ def _traceback_yaml(spec: Mapping[str, Any], values: dict[str, Unit]) -> Matcher
         tuple(str(name) for name in found.get("exception") or ()),
         None if message is None else str(message),
         int(found.get("max_lines", 200)),
+        bool(found.get("cut", True)),
     )
 
 
@@ -352,6 +361,7 @@ def _traceback_dict(data: Mapping[str, Any]) -> Matcher:
         tuple(str(name) for name in data["exception"]),
         None if message is None else str(message),
         int(data["max_lines"]),
+        bool(data.get("cut", True)),
     )
 
 

@@ -5,15 +5,23 @@ lines, each recognised by one RE2 pattern below (on the line body, after the pas
 removed rank prefixes, timestamps, indentation and rich box borders):
 
 - a header: Python's `Traceback (most recent call last):` (also `Original Traceback (...)` of a
-  DataLoader worker's re-raise, and rich's boxed title `Traceback (most recent call last)`);
-- a Python frame: `File "PATH", line N, in FUNCTION` (CPython's traceback module);
-- a rich frame: `PATH:N in FUNCTION` (rich.traceback, as rich, typer and accelerate print it);
-- an IPython frame: `File PATH:N, in FUNCTION(ARGS)` (IPython 8, Jupyter);
+  DataLoader worker's re-raise, rich's boxed title `Traceback (most recent call last)`, and
+  IPython's `TYPE      Traceback (most recent call last)`, which names the exception's type);
+  faulthandler's `Current thread 0x... (most recent call first):`, `Thread 0x... (...)` and
+  `Stack (most recent call first):` open one unit per thread stack;
+- a Python frame: `File "PATH", line N, in FUNCTION` (CPython's traceback module; faulthandler
+  prints `File "PATH", line N in FUNCTION`, without the comma);
+- a rich frame: `PATH:N in FUNCTION` (rich.traceback, as rich, typer and accelerate print it; a
+  frame line wrapped or folded inside the box is joined by the paste-shape layer, and an ASCII
+  box's `|` border may follow it);
+- an IPython frame: `File PATH:N, in FUNCTION(ARGS)` (IPython 8, Jupyter), and IPython 7's
+  `PATH in FUNCTION(ARGS)` (`<ipython-input-N-HASH> in <module>` for a cell);
 - a C++ frame: `frame #N: FUNCTION + 0x.. (0x.. in LIB)` (c10's backtrace in PyTorch up to
   2.x), `#N FUNCTION from FILE:N` (c10's CapturedTraceback, PyTorch 2.13), and the throw site
   `Exception raised from FUNCTION at PATH:N (most recent call first):`;
 - the exception: `TYPE: MESSAGE` or a bare `TYPE` at the start of a line, TYPE a dotted name
-  ending in Error, Exception, Interrupt, Exit, Failure, Warning, Timeout or StopIteration;
+  ending in Error, Exception, Interrupt, Exit, Failure, Warning, Timeout or StopIteration, or a
+  class of a module named `errors` (`triton.runtime.errors.OutOfResources`);
   `terminate called after throwing an instance of 'TYPE'` for a C++ exception.
 
 A frame spec in a rule is `PATH:FUNCTION`: PATH is a path suffix matched on whole path
@@ -30,11 +38,31 @@ import re
 from dataclasses import dataclass
 
 # (The patterns below are RE2; each holds a literal the prefilter can find.)
-HEADER = r"Traceback \(most recent call last\)"
-PY_FRAME = r'^File "(?P<tb_path>[^"]+)", line (?P<tb_line>\d+)(?:, in (?P<tb_function>\S+))?'
-RICH_FRAME = (
-    r'(?:^|\s)(?P<tb_rpath>[^\s"]+\.py):(?P<tb_rline>\d+) in (?P<tb_rfunction>[\w<>.]+)\s*$'
+_TYPE_SUFFIX = r"(?:Error|Exception|Interrupt|Exit|Failure|Warning|Timeout|StopIteration)"
+# IPython (7 and 8, IPython/core/ultratb.py prepare_header) right-justifies the header after the
+# exception's type: `AttributeError                Traceback (most recent call last)`.
+HEADER = (
+    r"(?:^(?P<tb_htype>(?:[A-Za-z_]\w*\.)*\w*" + _TYPE_SUFFIX + r")\s*)?"
+    r"Traceback \(most recent call last\)"
 )
+# faulthandler (CPython Python/traceback.c): one stack per thread, most recent call first.
+FAULT_HEADER = r"^(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+|Stack) \(most recent call first\):"
+# (`, in FUNCTION` in CPython's traceback module, ` in FUNCTION` in faulthandler's dump)
+PY_FRAME = r'^File "(?P<tb_path>[^"]+)", line (?P<tb_line>\d+)(?:,? in (?P<tb_function>\S+))?'
+RICH_FRAME = (
+    r'(?:^|\s)(?P<tb_rpath>[^\s"]+\.py):(?P<tb_rline>\d+) in (?P<tb_rfunction>[\w<>.]+)'
+    r"\s*\|?\s*$"
+)
+# IPython 7 (IPython/core/ultratb.py VerboseTB.format_record: '%s %s' % (link, call), call =
+# 'in ' + FUNCTION + its argument list, none for <module>): `PATH in FUNCTION(ARGS)`, PATH as
+# compress_user wrote it (`~` for the home folder; spaces allowed), or `<ipython-input-N-HASH>`.
+# (Two patterns, so that each has a selective literal for the prefilter: ".py" then " in ", or
+# "<ipython-input-"; " in " alone is in every other line of prose.)
+IPYTHON7_FRAME = (
+    r"^(?P<tb_i7path>(?:[/~.]|[A-Za-z]:[\\/]|\\\\)[^\"]*?\.pyx?|[\w.-][\w./\\-]*\.pyx?)"
+    r" in (?P<tb_i7function>[\w<>.]+)(?:\(.*)?$"
+)
+IPYTHON7_CELL_FRAME = r"^(?P<tb_i7path><ipython-input-[^>\s]*>) in (?P<tb_i7function>[\w<>.]+)"
 # IPython 8 and Jupyter: `File PATH:N, in FUNCTION(ARGS)` (a qualified name, `Module._call_impl`).
 IPYTHON_FRAME = (
     r"^File (?P<tb_ipath>[^\s\",][^,]*?):(?P<tb_iline>\d+), in (?P<tb_ifunction>[\w<>.]+)"
@@ -46,11 +74,18 @@ CXX_RAISED = (
     r" \(most recent call first\)"
 )
 EXCEPTION = (
-    r"^(?P<tb_exception>(?:[A-Za-z_]\w*\.)*\w*"
-    r"(?:Error|Exception|Interrupt|Exit|Failure|Warning|Timeout|StopIteration))"
-    r"(?::[ \t]*(?P<tb_message>.*))?$"
+    r"^(?P<tb_exception>(?:[A-Za-z_]\w*\.)*\w*" + _TYPE_SUFFIX + r")(?::[ \t]*(?P<tb_message>.*))?$"
+)
+# Exceptions whose names end otherwise live in modules named for them (triton/runtime/errors.py
+# OutOfResources); "errors." is also the literal the prefilter needs (an alternation of module
+# names leaves it none, and the pattern then reads every line).
+MODULE_EXCEPTION = (
+    r"^(?P<tb_mexception>(?:\w+\.)*errors\.[A-Z]\w*)"
+    r"(?::[ \t]*(?P<tb_mmessage>.*))?$"
 )
 TERMINATE = r"terminate called after throwing an instance of '(?P<tb_cxx_exception>[^']+)'"
+
+TYPE_SUFFIX = re.compile(_TYPE_SUFFIX + "$")
 
 # What a caught worker exception says in the message of its re-raise (torch/_utils.py,
 # ExceptionWrapper.reraise: f"Caught {exc_type.__name__} {where}.", where = "in DataLoader worker
