@@ -605,6 +605,9 @@ def test_the_repository_site_builds(tmp_path: Path, reproduced_manifest: dict) -
                 assert said in html, reproduction.id
             if reproduction.not_reproducible is not None:
                 assert "Not reproducible:" in html, entry.id
+    # the theme's search worker is the repaired one (search_worker.py)
+    (worker,) = (tmp_path / "site/assets/javascripts/workers").glob("search.*.min.js")
+    assert '.id+","}' in worker.read_text(encoding="utf-8")
 
 
 def test_missing_executed_copy_is_said(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from trainwreck.site.errors import BuildError
 from trainwreck.site.nav import compose_nav
+from trainwreck.site.search_worker import repair_search_worker
 
 Progress = Callable[[str], None]
 
@@ -60,6 +61,8 @@ def run_mkdocs(root: Path, docs_dir: Path, site_dir: Path, failures_nav: list[An
         if collector.messages:
             raise BuildError(f"mkdocs.yml: {collector.messages[0]}")
         mkdocs_build(config)
+        # lunr's word automaton merges unequal nodes when labels are digits (search_worker.py)
+        repair_search_worker(site_dir)
     except mkdocs_exceptions.ConfigurationError as exc:
         raise BuildError(f"mkdocs.yml: {' '.join(str(exc).split())}") from None
     except mkdocs_exceptions.MkDocsException as exc:
