@@ -29,7 +29,9 @@ _TO_STRING = re.compile(
     r"for\(var (\w+)=this\.final\?\"1\":\"0\",[^{}]*\{var (\w+)=\w+\[\w+\],(\w+)=this\.edges\[\3\];)"
     r"\2=\2\+\3\+\4\.id\}"
 )
-_REPAIRED = re.compile(r"TokenSet\.prototype\.toString=function\(\)\{[^}]*\w+=\w+\+\w+\+\w+\.id\+\",\"\}")
+_REPAIRED = re.compile(
+    r"TokenSet\.prototype\.toString=function\(\)\{[^}]*\w+=\w+\+\w+\+\w+\.id\+\",\"\}"
+)
 
 
 def repair_source(source: str, name: str) -> str:
