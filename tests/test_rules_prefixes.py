@@ -147,6 +147,24 @@ def test_ordinary_lines_are_not_joined():
     ]
 
 
+def test_logger_records_ending_in_a_space_are_not_joined():
+    """DLLogger ends every line with a space (the empty unit after the value), and vLLM lines can
+    too: a line that starts with a logger's upper-case tag and a date is a record of its own, not
+    the continuation of a message split after a word."""
+    dll = [b"DLL 2020-06-04 01:04:%02d.355678 - PARAMETER loss_scale : 0.5 " % s for s in range(3)]
+    vllm = [b"INFO 05-10 12:34:5%d [engine.py:310] Added request " % s for s in range(2)]
+    for lines in (dll, vllm):
+        block = b"\n".join(lines) + b"\n"
+        assert prefixes.normalize_block(block).split(b"\n")[: len(lines)] == lines
+
+
+def test_a_message_split_after_a_word_is_still_joined():
+    block = b"RuntimeError: CUDA error: an illegal memory access \nwas encountered\n"
+    assert prefixes.normalize_block(block).split(b"\n")[0] == (
+        b"RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+
+
 @pytest.mark.parametrize(
     ("line", "rank", "body"),
     [
@@ -182,6 +200,11 @@ def test_ordinary_lines_are_not_joined():
         (b"WARNING:torch.distributed.elastic.multiprocessing.api:Sending", None, b"Sending"),
         (b"trainer/0 [1]:[W socket.cpp:558] x", 1, b"[W socket.cpp:558] x"),
         (b"10.96.202.43: {'loss': 1.8673}", None, b"{'loss': 1.8673}"),
+        (
+            b"DLL 2020-06-04 01:04:20.355678 - PARAMETER loss_scale : 0.5 ",
+            None,
+            b"PARAMETER loss_scale : 0.5",
+        ),
     ],
 )
 def test_split_prefix(line, rank, body):

@@ -52,6 +52,9 @@ _BOX = re.compile(rb"[ \t]*" + _BORDER + rb" ?(.*?)(?P<pad>[ \t]*)" + _BORDER + 
 _NEW_RECORD_SOURCE = (
     rb"\s|\[|\(|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b"
     rb"|[\w.-]+:\d+:\d+ \[\d+\]|frame #|\*{3}|={3}|-{3}|[A-Z][a-z]{2} [ \d]\d \d\d:"
+    # a logger's upper-case tag and then its date and time: vLLM's "INFO 05-10 12:34:56", DLLogger's
+    # "DLL 2020-06-04 01:04:20.355678 - " (whose lines end in a space: an empty unit after the value)
+    rb"|[A-Z]{2,8} (?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d"
 )
 _NEW_RECORD = re.compile(_NEW_RECORD_SOURCE)
 # The prefixes, grouped by the byte they start with (one small regex per group is much faster
@@ -90,6 +93,8 @@ _WORDY = (
     rb"[\w.-]+/\d+ \[(?P<r_torchx>\d+)\]:",  # TorchX: role/replica [local rank]:
     # vLLM's logger: LEVEL MM-DD HH:MM:SS [file.py:N] (older releases: file.py:N])
     rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\] ",
+    # DLLogger's StdOutBackend (NVIDIA DeepLearningExamples): "DLL {datetime} - " (default_prefix_format)
+    rb"DLL \d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)? - ",
     # Python's glog-style torch logging (TORCH_LOGS, torch.distributed.elastic): Lmmdd time pid file:N]
     rb"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ [\w./\\-]+:\d+\] ",
     # logging's default format: LEVEL:logger.name:
