@@ -86,8 +86,12 @@ def test_a_finding_leads_with_what_to_do_and_the_numbers(reports: dict) -> None:
     text = render(reports["fragmentation-4ranks"], "text").splitlines()
     start = next(i for i, line in enumerate(text) if line.startswith("1. "))
     assert text[start + 1].startswith("   Free GPU memory is scattered")
-    # free is shown since the fragmentation condition reads it (free + reserve must reach the request)
-    assert text[start + 2] == "   numbers: free 2.31 GiB, req 3.75 GiB, unalloc 18.26 GiB"
+    # free is shown since the fragmentation condition reads it (free + reserve must reach the
+    # request), and alloc for the bound under a memory fraction (allowed - alloc); this message
+    # prints no allowed figure, so none is shown
+    assert text[start + 2] == (
+        "   numbers: alloc 58.02 GiB, free 2.31 GiB, req 3.75 GiB, unalloc 18.26 GiB"
+    )
     assert text[start + 3] == "   ranks: 2; initiating rank 2"
     fix = next(i for i, line in enumerate(text) if line.startswith("   fix: "))
     assert text[fix + 1] == "     1. export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
