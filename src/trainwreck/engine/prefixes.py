@@ -124,7 +124,8 @@ def normalize_block(block: bytes) -> bytes:
         shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
     if b"\xe2" in shaped and any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
-    if _FULL in shaped or _FOLD in shaped or _has_join_candidate(shaped):
+    # (the markers start with 0xFF: one memchr for it is far cheaper than two 2-byte searches)
+    if (b"\xff" in shaped and (_FULL in shaped or _FOLD in shaped)) or _has_join_candidate(shaped):
         shaped = _join_wrapped(shaped)
     return shaped
 
@@ -144,6 +145,15 @@ def _has_join_candidate(block: bytes) -> bool:
     starts = np.concatenate(([0], newlines[:-1] + 1))[: ends.size]
     lengths = ends - starts
     last = data[np.maximum(ends - 1, 0)]
+    # Only lines of a wrap width or ending in a space can continue: the rest is worked out on
+    # those alone (most blocks have none).
+    maybe = last == 32
+    for width in WRAP_WIDTHS:
+        maybe |= lengths == width
+    picked = np.flatnonzero(maybe)
+    if picked.size == 0:
+        return False
+    ends, lengths, last = ends[picked], lengths[picked], last[picked]
     before_last = data[np.maximum(ends - 2, 0)]
     visible = (last != 32) & (last != 9)
     wrapped = np.isin(lengths, WRAP_WIDTHS) & visible
