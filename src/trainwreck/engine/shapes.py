@@ -78,6 +78,8 @@ class Shape:
 
 GENERAL = Shape(-1)  # lines no shape decides
 JSON = Shape(-2)  # JSON records (the per-line path parses them)
+UNKNOWN = -3  # ShapeBook.key_of's answer for a shape not known yet (no Shape has it)
+UNKNOWN_AT = -UNKNOWN  # where ShapeBook.admits_table starts (the table is indexed by key + 3)
 
 
 class ShapeBook:
@@ -102,8 +104,10 @@ class ShapeBook:
         self.blind: list[bool] = []
         self.digit_literals: Any = None
         self.known: dict[bytes, Shape] = {}
+        self.key_of: dict[bytes, int] = {}  # the known shapes' keys (a busy block maps them in C)
         self.by_key: dict[int, Shape] = {GENERAL.key: GENERAL, JSON.key: JSON}  # the known
         self._keys = 0
+        self._admits: np.ndarray | None = None  # admits_table, until a shape is added
 
     @property
     def full(self) -> bool:
@@ -119,8 +123,20 @@ class ShapeBook:
             found = self._work_out(masked)
             if not self.full:
                 self.known[masked] = found
+                self.key_of[masked] = found.key
                 self.by_key[found.key] = found
+                self._admits = None
         return found
+
+    def admits_table(self) -> np.ndarray:
+        """Whether each known shape admits its lines (Shape.admits), by key + UNKNOWN_AT:
+        position 0 is an unknown shape's (UNKNOWN), 1 and 2 JSON's and GENERAL's (False)."""
+        if self._admits is None:
+            table = np.zeros(self._keys + UNKNOWN_AT + 1, dtype=bool)
+            for key, shape in self.by_key.items():
+                table[key + UNKNOWN_AT] = shape.admits
+            self._admits = table
+        return self._admits
 
     def prepare(self) -> None:
         """Tell the patterns that read digits apart (on first need: a log that never gets busy
