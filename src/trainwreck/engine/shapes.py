@@ -35,7 +35,7 @@ import re2
 
 from trainwreck.engine import lineinfo, prefixes
 from trainwreck.engine.lineinfo import gather
-from trainwreck.engine.rows import Batch, rank_codes
+from trainwreck.engine.rows import Batch, first_seen, rank_codes
 from trainwreck.engine.state import FileScan, ScanResult
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
@@ -311,6 +311,7 @@ class ShapeRows:
         text = np.frombuffer(self.data, dtype=np.uint8)
         ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
         distinct_ranks, codes = rank_codes(ranks)
+        whole: list[tuple[Any, int, int]] | None = None  # first_seen of every row, once
         times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
         for key, shape in distinct.items():
@@ -321,6 +322,8 @@ class ShapeRows:
             if len(of_key) == len(distinct):  # every row
                 rows = None
                 groups = [(of_key[key], rows_of[key]) for key in of_key]
+                if whole is None:
+                    whole = first_seen(distinct_ranks, codes)
             else:
                 rows = np.flatnonzero(np.isin(keys, list(of_key)))
                 groups = [
@@ -339,6 +342,7 @@ class ShapeRows:
                     self.ends if rows is None else self.ends[rows],
                     times if rows is None else times[rows],
                     groups,
+                    whole if rows is None else None,
                 ),
             )
 
