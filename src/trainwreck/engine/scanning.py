@@ -236,8 +236,11 @@ class Engine:
         shaped = prefixes.normalize_block(block)
         cursor.enter(shaped, None if shaped is block else prefixes.line_starts(block))
         if self.missing_from and sample_ranks:
-            for hit in SAMPLE_PREFIX.findall(shaped[:65536]):
-                result.admit_rank(rank_number(hit))
+            hits = SAMPLE_PREFIX.findall(shaped, 0, 65536)
+            for hit in dict.fromkeys(hits):  # each rank once (a block names a few, many times)
+                rank = rank_number(hit)
+                if rank is not None and result.admit_rank(rank) is None:
+                    result.unranked += hits.count(hit) - 1  # a refused rank counts every line
         if self.prefilter is not None:
             self._scan_candidates(cursor)
         cursor.count_to(len(shaped))
