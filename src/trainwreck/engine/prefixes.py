@@ -38,6 +38,7 @@ Time stamps stay in the raw line (the engine reads times from it).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
 _FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8) marks a box line filled up to its border
@@ -114,9 +115,18 @@ _MAX_PREFIXES = 8
 _MAX_RANK_DIGITS = 9  # as the engine's MAX_RANK_DIGITS
 
 
-def normalize_block(block: bytes) -> bytes:
+def newlines_of(block: bytes) -> Any:
+    """The offsets of the newlines of `block` (a numpy array): what normalize_block and a busy
+    block's scan both need, found once."""
+    import numpy as np
+
+    return np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+
+
+def normalize_block(block: bytes, newlines: Any = None) -> bytes:
     """The block with terminal and pretty-printer artefacts removed; same number of lines.
-    Returns `block` itself when there is nothing to change (the common case costs a few scans)."""
+    Returns `block` itself when there is nothing to change (the common case costs a few scans).
+    `newlines`: newlines_of(block), when the caller has it."""
     shaped = block
     if b"\x1b" in shaped:
         shaped = _ANSI.sub(b"", shaped)
@@ -125,12 +135,14 @@ def normalize_block(block: bytes) -> bytes:
     if b"\xe2" in shaped and any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
     # (the markers start with 0xFF: one memchr for it is far cheaper than two 2-byte searches)
-    if (b"\xff" in shaped and (_FULL in shaped or _FOLD in shaped)) or _has_join_candidate(shaped):
+    if (b"\xff" in shaped and (_FULL in shaped or _FOLD in shaped)) or _has_join_candidate(
+        shaped, newlines if shaped is block else None
+    ):
         shaped = _join_wrapped(shaped)
     return shaped
 
 
-def _has_join_candidate(block: bytes) -> bool:
+def _has_join_candidate(block: bytes, newlines: Any = None) -> bool:
     """Whether some line may continue on the next one: a message split after a word (exactly one
     trailing space) or a hard wrap at a terminal width (ending in a visible character), followed
     by a line that does not start a new record. Found with numpy over the line ends, so that
@@ -138,7 +150,8 @@ def _has_join_candidate(block: bytes) -> bool:
     import numpy as np
 
     data = np.frombuffer(block, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
+    if newlines is None:
+        newlines = np.flatnonzero(data == 10)
     ends = newlines[newlines + 1 < data.size]  # a line that has a next line
     if ends.size == 0:
         return False

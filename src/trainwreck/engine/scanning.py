@@ -72,6 +72,18 @@ STEP_ASIDE_AFTER = 256
 SHAPELESS_BLOCKS = 8
 
 
+SAMPLE_WINDOW = 65536  # the head of each block whose rank prefixes missing-from rules admit
+
+
+def _may_name_ranks(block: bytes) -> bool:
+    """Whether SAMPLE_PREFIX can match in the block's SAMPLE_WINDOW: it needs one of its two
+    literals there (two memchr-speed searches instead of a regex tried at every line)."""
+    return (
+        block.find(b"[rank", 0, SAMPLE_WINDOW) >= 0
+        or block.find(b"[default", 0, SAMPLE_WINDOW) >= 0
+    )
+
+
 class Engine:
     """The compiled rule set: every distinct pattern once, with the rules' matchers that use it,
     the prefilters, and the series that rules share."""
@@ -233,10 +245,12 @@ class Engine:
         raw_length = len(block)
         # The paste-shape layer (prefixes.py): line numbers stay; a changed block is scanned
         # line by line and its byte offsets are mapped back to the raw block.
-        shaped = prefixes.normalize_block(block)
+        newlines = prefixes.newlines_of(block)
+        shaped = prefixes.normalize_block(block, newlines)
         cursor.enter(shaped, None if shaped is block else prefixes.line_starts(block))
-        if self.missing_from and sample_ranks:
-            hits = SAMPLE_PREFIX.findall(shaped, 0, 65536)
+        cursor.newlines = newlines if shaped is block else None
+        if self.missing_from and sample_ranks and _may_name_ranks(shaped):
+            hits = SAMPLE_PREFIX.findall(shaped, 0, SAMPLE_WINDOW)
             for hit in dict.fromkeys(hits):  # each rank once (a block names a few, many times)
                 rank = rank_number(hit)
                 if rank is not None and result.admit_rank(rank) is None:
@@ -376,7 +390,10 @@ class Engine:
         masked.pop()  # after the last newline
         # each line's shape key, looked up in C (UNKNOWN for shapes not seen yet)
         keys = np.fromiter(map(book.key_of.get, masked, repeat(UNKNOWN)), np.int64, len(masked))
-        ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
+        if cursor.newlines is not None:  # (the block's, found once: _scan_block)
+            ends = cursor.newlines[np.searchsorted(cursor.newlines, pos) :] - pos
+        else:
+            ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
         starts = np.empty_like(ends)
         starts[0] = 0
         starts[1:] = ends[:-1] + 1

@@ -286,6 +286,7 @@ class Cursor:
     starts: list[int] | None = None  # raw line starts, when the paste-shape layer changed it
     busy: bool = False  # whether the block went dense (read every line through shapes)
     shapeless: int = 0  # blocks still to read line by line (their shapes did not repeat)
+    newlines: Any = None  # the offsets of the block's newlines (numpy), when it is unchanged
 
     def enter(self, block: bytes, starts: list[int] | None) -> None:
         """Start reading `block` (the cursor is at the line after the last block's)."""
