@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import repeat
 from typing import Any
@@ -251,10 +252,11 @@ class Engine:
         cursor.newlines = newlines if shaped is block else None
         if self.missing_from and sample_ranks and _may_name_ranks(shaped):
             hits = SAMPLE_PREFIX.findall(shaped, 0, SAMPLE_WINDOW)
-            for hit in dict.fromkeys(hits):  # each rank once (a block names a few, many times)
+            counts = Counter(hits)  # each rank once (a block names a few, many times)
+            for hit, count in counts.items():
                 rank = rank_number(hit)
                 if rank is not None and result.admit_rank(rank) is None:
-                    result.unranked += hits.count(hit) - 1  # a refused rank counts every line
+                    result.unranked += count - 1  # a refused rank counts every line
         if self.prefilter is not None:
             self._scan_candidates(cursor)
         cursor.count_to(len(shaped))
