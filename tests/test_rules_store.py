@@ -203,3 +203,19 @@ def test_a_line_converts_as_a_column_of_one() -> None:
     # the default unit where the line names none; an unknown unit is NaN
     got = convert_columns(plan, {"t": ["3", "4"], "unit": [None, "parsecs"]}, 2)
     assert got["t"][0] == 3.0 and math.isnan(got["t"][1])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_first_seen_counts_each_rank_from_its_first_row(seed: int) -> None:
+    """rows.first_seen, with a few ranks (a pass per rank) and with many (a sort), against the
+    rows read one by one: each rank in the order it first appears, its first row, its count."""
+    from trainwreck.engine.rows import first_seen
+
+    rng = random.Random(seed)
+    pool: list[Any] = [*range(rng.choice([1, 3, 16, 17, 200])), None, "node-2"]
+    ranks = [rng.choice(pool) for _ in range(rng.choice([1, 2, 50, 3000]))]
+    distinct, codes = rank_codes(ranks)
+    expected: dict[Any, list[int]] = {}
+    for row, rank in enumerate(ranks):
+        expected.setdefault(rank, [row, 0])[1] += 1
+    assert first_seen(distinct, codes) == [(rank, at, n) for rank, (at, n) in expected.items()]

@@ -120,8 +120,9 @@ def periodic_stalls(
     analysed: list[RankKey] = []
     medians: list[float] = []
     mads: list[float] = []
-    spike_rank: list[int] = []  # position in `analysed` of each spike's rank
-    spikes: list[Event] = []
+    # The spikes of every rank, rank by rank in point order, as columns (a long run has tens of
+    # thousands: no object per spike).
+    parts: list[tuple[int, Points, np.ndarray]] = []
     warmup = int(settings.warmup)
     for rank, raw in series.items():
         points = _finite(raw)
@@ -143,9 +144,9 @@ def periodic_stalls(
         analysed.append(rank)
         medians.append(median)
         mads.append(mad)
-        for i in np.flatnonzero(mask):
-            spike_rank.append(rank_id)
-            spikes.append(points.event(int(i), rank))
+        where = np.flatnonzero(mask)
+        if where.size:
+            parts.append((rank_id, points, where))
     outputs: dict[str, float] = {
         "count": 0.0,
         "ratio": math.nan,
@@ -157,7 +158,7 @@ def periodic_stalls(
         "interval_cv": math.nan,
         "ranks": float(len(analysed)),
     }
-    if not analysed or not spikes:
+    if not analysed or not parts:
         return DetectorResult(False, outputs, analysed)
     aligned = settings.aligned_ranks
     need = (
@@ -167,48 +168,96 @@ def periodic_stalls(
         if aligned == "any"
         else min(int(aligned), len(analysed))
     )
-    order = sorted(range(len(spikes)), key=lambda k: spikes[k].index)
+    spike_rank = np.concatenate([np.full(len(where), r) for r, _, where in parts])
+    index, t, value = (
+        np.concatenate([getattr(p, name)[where] for _, p, where in parts]).astype(np.float64)
+        for name in ("index", "t", "value")
+    )
+    # Spikes by index (stable: ties keep rank order). NaN has no place in an order: the order
+    # sorted() gives them, as the spikes were ordered one by one.
+    if np.isnan(index).any():
+        order = np.array(sorted(range(len(index)), key=index.tolist().__getitem__), dtype=np.intp)
+    else:
+        order = np.argsort(index, kind="stable")
     # Cluster spikes whose indices lie within the tolerance of the previous one: one stall.
-    clusters: list[list[int]] = []
-    for k in order:
-        if clusters and spikes[k].index - spikes[clusters[-1][-1]].index <= tolerance:
-            clusters[-1].append(k)
-        else:
-            clusters.append([k])
-    stalls: list[list[int]] = [c for c in clusters if len({spike_rank[k] for k in c}) >= need]
+    ordered = index[order]
+    opens = np.ones(len(order), dtype=bool)
+    opens[1:] = ~(np.diff(ordered) <= tolerance)
+    cluster = np.cumsum(opens) - 1
+    clusters = int(cluster[-1]) + 1
+    pairs = np.unique(cluster * len(analysed) + spike_rank[order])
+    aligned_ranks = np.bincount(pairs // len(analysed), minlength=clusters)
+    stalls = np.flatnonzero(aligned_ranks >= need)
+    member = (aligned_ranks >= need)[cluster]
     events: list[Event] = []
-    stall_index: list[float] = []
-    stall_time: list[float] = []
-    spike_values: list[float] = []
-    for cluster in stalls:
-        events.append(max((spikes[k] for k in cluster), key=lambda e: e.value))
-        stall_index.append(float(np.median([spikes[k].index for k in cluster])))
-        times = [spikes[k].t for k in cluster if math.isfinite(spikes[k].t)]
-        stall_time.append(float(np.median(times)) if times else math.nan)
-        spike_values.extend(spikes[k].value for k in cluster)
+    if len(stalls):
+        # each stall's event: its first spike of the greatest value (values are finite)
+        values = value[order]
+        greatest = np.maximum.reduceat(values, np.flatnonzero(opens))
+        tops = np.flatnonzero(values == greatest[cluster])
+        tops = tops[np.r_[True, cluster[tops][1:] != cluster[tops][:-1]]][stalls]
+        picked = order[tops]
+        ranks = spike_rank[picked].tolist()
+        for r, i, when, f, line, v, offset in zip(
+            ranks,
+            index[picked].tolist(),
+            t[picked].tolist(),
+            np.concatenate([p.file[where] for _, p, where in parts])[picked].tolist(),
+            np.concatenate([p.line[where] for _, p, where in parts])[picked].tolist(),
+            value[picked].tolist(),
+            np.concatenate([p.offset[where] for _, p, where in parts])[picked].tolist(),
+            strict=True,
+        ):
+            events.append(Event(analysed[r], i, when, int(f), int(line), v, int(offset)))
+    stall_index = _segment_medians(ordered, cluster, clusters)[stalls]
+    times = t[order]
+    timed = np.isfinite(times)
+    stall_time = _segment_medians(times[timed], cluster[timed], clusters)[stalls]
     outputs["count"] = float(len(stalls))
-    if spike_values:
-        outputs["spike"] = float(np.median(spike_values))
+    if len(stalls):
+        outputs["spike"] = float(np.median(value[order][member]))
         outputs["ratio"] = outputs["spike"] / outputs["median"]
     fired = False
     if len(stalls) >= 2:
-        intervals = np.diff(np.asarray(stall_index))
+        intervals = np.diff(stall_index)
         mean = float(intervals.mean())
         outputs["interval"] = float(np.median(intervals))
         outputs["interval_cv"] = float(intervals.std() / mean) if mean > 0 else math.inf
-        times = np.asarray(stall_time)
-        if np.isfinite(times).sum() >= 2:
-            outputs["interval_s"] = float(np.median(np.diff(times[np.isfinite(times)])))
+        if np.isfinite(stall_time).sum() >= 2:
+            outputs["interval_s"] = float(np.median(np.diff(stall_time[np.isfinite(stall_time)])))
     if len(stalls) >= int(settings.min_count):
         fired = outputs["interval_cv"] <= float(settings.max_interval_cv)
     note = ""
-    if stalls:
+    if len(stalls):
         note = (
             f"{len(stalls)} stalls aligned on {need} of {len(analysed)} rank(s), "
             f"median spike {outputs['spike']:.1f} vs median {outputs['median']:.1f} "
             f"({outputs['ratio']:.2f}x), every {outputs['interval']:.0f} steps, interval CV {outputs['interval_cv']:.2f}"
         )
     return DetectorResult(fired, outputs, analysed, events, note=note)
+
+
+def _segment_medians(values: np.ndarray, segments: np.ndarray, count: int) -> np.ndarray:
+    """float(np.median(...)) of the values of each segment (ids 0 .. count - 1; NaN where a
+    segment has none), for many segments at once: the middle of each segment sorted, or the
+    mean of its two middle values, as np.median takes them. np.median's partition may put a
+    -0.0 where a sort puts 0.0 (they are equal), so a segment holding a zero is taken by
+    np.median itself, on its values in their order here. A NaN must be alone in its segment
+    (periodic_stalls' clusters: a NaN index is never within the tolerance of another)."""
+    out = np.full(count, np.nan)
+    if not len(values):
+        return out
+    sizes = np.bincount(segments, minlength=count)
+    ordered = values[np.lexsort((values, segments))]
+    starts = np.cumsum(sizes) - sizes
+    full = np.flatnonzero(sizes)
+    low = ordered[starts[full] + (sizes[full] - 1) // 2]
+    high = ordered[starts[full] + sizes[full] // 2]
+    with np.errstate(over="ignore", invalid="ignore"):
+        out[full] = np.where(sizes[full] % 2 == 1, low, (low + high) / 2)
+    for segment in np.unique(segments[values == 0]).tolist():
+        out[segment] = float(np.median(values[segments == segment]))
+    return out
 
 
 def drift(series: Mapping[RankKey, Points], settings: reg.Drift) -> DetectorResult:

@@ -119,7 +119,18 @@ def time_at(text: bytes, spans: TimeSpans | None) -> float:
 def gather(text: np.ndarray, starts: np.ndarray, low: int, high: int) -> np.ndarray:
     """Bytes low..high of the lines starting at `starts` in `text` (all of one shape, so the
     same fields), as a (lines, high - low) array."""
-    return text[starts[:, None] + np.arange(low, high)]
+    width = high - low
+    if width > text.shape[0]:
+        return text[starts[:, None] + np.arange(low, high)]  # (raises IndexError, as it would)
+    # The rows of a view of every `width` bytes from each offset: one copy of each line's
+    # bytes, without an index per byte.
+    windows = np.lib.stride_tricks.as_strided(
+        text,
+        (text.shape[0] - width + 1, width),
+        (text.strides[0], text.strides[0]),
+        writeable=False,
+    )
+    return windows[starts + low]
 
 
 def digits_number(digits: np.ndarray, start: int, end: int) -> np.ndarray:

@@ -38,6 +38,7 @@ Time stamps stay in the raw line (the engine reads times from it).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 WRAP_WIDTHS = (80, 120)  # terminal widths whose hard wraps are joined
 _FULL = b"\xff\xf0"  # (0xFF never occurs in UTF-8) marks a box line filled up to its border
@@ -119,9 +120,18 @@ _MAX_PREFIXES = 8
 _MAX_RANK_DIGITS = 9  # as the engine's MAX_RANK_DIGITS
 
 
-def normalize_block(block: bytes) -> bytes:
+def newlines_of(block: bytes) -> Any:
+    """The offsets of the newlines of `block` (a numpy array): what normalize_block and a busy
+    block's scan both need, found once."""
+    import numpy as np
+
+    return np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+
+
+def normalize_block(block: bytes, newlines: Any = None) -> bytes:
     """The block with terminal and pretty-printer artefacts removed; same number of lines.
-    Returns `block` itself when there is nothing to change (the common case costs a few scans)."""
+    Returns `block` itself when there is nothing to change (the common case costs a few scans).
+    `newlines`: newlines_of(block), when the caller has it."""
     shaped = block
     if b"\x1b" in shaped:
         shaped = _ANSI.sub(b"", shaped)
@@ -129,12 +139,15 @@ def normalize_block(block: bytes) -> bytes:
         shaped = shaped.replace(b"\r\n", b"\n").replace(b"\r", b" ")
     if b"\xe2" in shaped and any(char in shaped for char in _BOX_CHARS):
         shaped = _unbox(shaped)
-    if _FULL in shaped or _FOLD in shaped or _has_join_candidate(shaped):
+    # (the markers start with 0xFF: one memchr for it is far cheaper than two 2-byte searches)
+    if (b"\xff" in shaped and (_FULL in shaped or _FOLD in shaped)) or _has_join_candidate(
+        shaped, newlines if shaped is block else None
+    ):
         shaped = _join_wrapped(shaped)
     return shaped
 
 
-def _has_join_candidate(block: bytes) -> bool:
+def _has_join_candidate(block: bytes, newlines: Any = None) -> bool:
     """Whether some line may continue on the next one: a message split after a word (exactly one
     trailing space) or a hard wrap at a terminal width (ending in a visible character), followed
     by a line that does not start a new record. Found with numpy over the line ends, so that
@@ -142,13 +155,23 @@ def _has_join_candidate(block: bytes) -> bool:
     import numpy as np
 
     data = np.frombuffer(block, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
+    if newlines is None:
+        newlines = np.flatnonzero(data == 10)
     ends = newlines[newlines + 1 < data.size]  # a line that has a next line
     if ends.size == 0:
         return False
     starts = np.concatenate(([0], newlines[:-1] + 1))[: ends.size]
     lengths = ends - starts
     last = data[np.maximum(ends - 1, 0)]
+    # Only lines of a wrap width or ending in a space can continue: the rest is worked out on
+    # those alone (most blocks have none).
+    maybe = last == 32
+    for width in WRAP_WIDTHS:
+        maybe |= lengths == width
+    picked = np.flatnonzero(maybe)
+    if picked.size == 0:
+        return False
+    ends, lengths, last = ends[picked], lengths[picked], last[picked]
     before_last = data[np.maximum(ends - 2, 0)]
     visible = (last != 32) & (last != 9)
     wrapped = np.isin(lengths, WRAP_WIDTHS) & visible

@@ -210,6 +210,16 @@ def _lines(
                 continue
             data = data[cut + 1 :]
             skipping = False
+        last = data.rfind(b"\n")
+        if last >= 0 and len(data) - last - 1 <= MAX_LINE:
+            # The common case, in one copy: the held part of the last line and this read up to
+            # its last newline (pending holds no newline: the block's last one is in `data`).
+            if pending:
+                yield b"".join((pending, memoryview(data)[: last + 1]))
+            else:
+                yield data[: last + 1]
+            pending = data[last + 1 :]
+            continue
         buffer = pending + data if pending else data
         end = buffer.rfind(b"\n")
         if end < 0:

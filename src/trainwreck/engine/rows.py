@@ -109,6 +109,7 @@ class Batch(Rows):
     all the lines of one shape (`groups`: spans and the rows of that shape)."""
 
     __slots__ = (
+        "_seen",
         "_text",
         "codes",
         "data",
@@ -135,6 +136,7 @@ class Batch(Rows):
         ends: np.ndarray,
         times: np.ndarray,
         groups: list[tuple[Any, np.ndarray]],
+        seen: list[tuple[Any, int, int]] | None = None,
     ) -> None:
         self.file = file_id
         self.name = name
@@ -147,6 +149,9 @@ class Batch(Rows):
         self.times = times
         self.groups = groups
         self._text = np.frombuffer(data, dtype=np.uint8)
+        # first_seen, once: every matcher using the pattern reads it (`seen`: worked out by the
+        # caller for the same codes)
+        self._seen = seen
 
     def __len__(self) -> int:
         return len(self.numbers)
@@ -155,14 +160,9 @@ class Batch(Rows):
         return self.distinct[int(self.codes[i])]
 
     def first_seen(self) -> list[tuple[Any, int, int]]:
-        found, first, counts = np.unique(self.codes, return_index=True, return_counts=True)
-        order = np.argsort(first, kind="stable")
-        return [
-            (self.distinct[code], at, count)
-            for code, at, count in zip(
-                found[order].tolist(), first[order].tolist(), counts[order].tolist(), strict=True
-            )
-        ]
+        if self._seen is None:
+            self._seen = first_seen(self.distinct, self.codes)
+        return self._seen
 
     def line(self, i: int) -> bytes:
         return self.data[int(self.starts[i]) : int(self.ends[i])]
@@ -258,6 +258,29 @@ class Batch(Rows):
                 return None
             out[rows] = decimal_values(self._columns(rows, start, end), layout)
         return out
+
+
+_FEW_CODES = 16  # distinct codes up to which first_seen finds each one in a pass of its own
+
+
+def first_seen(distinct: list[Any], codes: np.ndarray) -> list[tuple[Any, int, int]]:
+    """(rank, its first row, its number of rows) of rows coded `codes` (positions in
+    `distinct`), ranks in the order they first appear."""
+    if len(distinct) <= _FEW_CODES:  # a few ranks (the common case): no sort
+        counts = np.bincount(codes, minlength=len(distinct)).tolist()
+        firsts = [
+            (int(np.argmax(codes == code)), code) for code in range(len(distinct)) if counts[code]
+        ]
+        firsts.sort()
+        return [(distinct[code], at, counts[code]) for at, code in firsts]
+    found, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return [
+        (distinct[code], at, count)
+        for code, at, count in zip(
+            found[order].tolist(), first[order].tolist(), counts[order].tolist(), strict=True
+        )
+    ]
 
 
 def rank_codes(ranks: list[Any]) -> tuple[list[Any], np.ndarray]:

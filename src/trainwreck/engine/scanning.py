@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,8 @@ from trainwreck.engine.shapes import (
     MAX_SHAPE_LINE,
     SHAPE_ADMITS,
     SHAPE_KEY,
+    UNKNOWN,
+    UNKNOWN_AT,
     Shape,
     ShapeBook,
     ShapeRows,
@@ -67,6 +71,18 @@ BLOCK_SET_EARLY = 200  # ... or after this many when they are dense (one line in
 # blocks (a log whose every line differs, say random words, runs no slower than line by line).
 STEP_ASIDE_AFTER = 256
 SHAPELESS_BLOCKS = 8
+
+
+SAMPLE_WINDOW = 65536  # the head of each block whose rank prefixes missing-from rules admit
+
+
+def _may_name_ranks(block: bytes) -> bool:
+    """Whether SAMPLE_PREFIX can match in the block's SAMPLE_WINDOW: it needs one of its two
+    literals there (two memchr-speed searches instead of a regex tried at every line)."""
+    return (
+        block.find(b"[rank", 0, SAMPLE_WINDOW) >= 0
+        or block.find(b"[default", 0, SAMPLE_WINDOW) >= 0
+    )
 
 
 class Engine:
@@ -230,11 +246,17 @@ class Engine:
         raw_length = len(block)
         # The paste-shape layer (prefixes.py): line numbers stay; a changed block is scanned
         # line by line and its byte offsets are mapped back to the raw block.
-        shaped = prefixes.normalize_block(block)
+        newlines = prefixes.newlines_of(block)
+        shaped = prefixes.normalize_block(block, newlines)
         cursor.enter(shaped, None if shaped is block else prefixes.line_starts(block))
-        if self.missing_from and sample_ranks:
-            for hit in SAMPLE_PREFIX.findall(shaped[:65536]):
-                result.admit_rank(rank_number(hit))
+        cursor.newlines = newlines if shaped is block else None
+        if self.missing_from and sample_ranks and _may_name_ranks(shaped):
+            hits = SAMPLE_PREFIX.findall(shaped, 0, SAMPLE_WINDOW)
+            counts = Counter(hits)  # each rank once (a block names a few, many times)
+            for hit, count in counts.items():
+                rank = rank_number(hit)
+                if rank is not None and result.admit_rank(rank) is None:
+                    result.unranked += count - 1  # a refused rank counts every line
         if self.prefilter is not None:
             self._scan_candidates(cursor)
         cursor.count_to(len(shaped))
@@ -366,35 +388,40 @@ class Engine:
         pos, line_no, base = cursor.counted, cursor.line_no, cursor.base
         book = self.shapes
         region = block[pos:]
-        lines = region.split(b"\n")
-        lines.pop()  # after the last newline
         masked = region.translate(MASK).split(b"\n")
-        masked.pop()
-        shapes: list[Any] = list(map(book.known.get, masked))
-        if None in shapes:  # new shapes: each worked out once, on its first line
-            missing = [i for i, shape in enumerate(shapes) if shape is None]
-            first: dict[bytes, int] = {}
-            for i in missing:
-                first.setdefault(masked[i], i)
-            if len(shapes) >= STEP_ASIDE_AFTER and 2 * len(first) > len(shapes):
-                return None
-            found = {
-                key: book.shape_of(lines[i]) if len(lines[i]) <= MAX_SHAPE_LINE else GENERAL
-                for key, i in first.items()
-            }
-            for i in missing:
-                shapes[i] = found[masked[i]]
-        keys = np.fromiter(map(SHAPE_KEY, shapes), np.int64, len(shapes))
-        ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
+        masked.pop()  # after the last newline
+        # each line's shape key, looked up in C (UNKNOWN for shapes not seen yet)
+        keys = np.fromiter(map(book.key_of.get, masked, repeat(UNKNOWN)), np.int64, len(masked))
+        if cursor.newlines is not None:  # (the block's, found once: _scan_block)
+            ends = cursor.newlines[np.searchsorted(cursor.newlines, pos) :] - pos
+        else:
+            ends = np.flatnonzero(np.frombuffer(region, dtype=np.uint8) == 10)
         starts = np.empty_like(ends)
         starts[0] = 0
         starts[1:] = ends[:-1] + 1
-        wanted = np.fromiter(map(SHAPE_ADMITS, shapes), bool, len(shapes))
+        wanted = book.admits_table()[keys + UNKNOWN_AT]
+        found: dict[bytes, Shape] = {}
+        missing = np.flatnonzero(keys == UNKNOWN)
+        if len(missing):  # new shapes: each worked out once, on its first line
+            first: dict[bytes, int] = {}
+            for i in missing.tolist():
+                first.setdefault(masked[i], i)
+            if len(keys) >= STEP_ASIDE_AFTER and 2 * len(first) > len(keys):
+                return None
+            for key, i in first.items():
+                a, b = int(starts[i]), int(ends[i])
+                found[key] = book.shape_of(region[a:b]) if b - a <= MAX_SHAPE_LINE else GENERAL
+            news = [found[masked[i]] for i in missing.tolist()]
+            keys[missing] = np.fromiter(map(SHAPE_KEY, news), np.int64, len(news))
+            wanted[missing] = np.fromiter(map(SHAPE_ADMITS, news), bool, len(news))
         # every shape of the block by its key (past MAX_SHAPES, new ones are not in the book)
-        by_key = book.by_key if not book.full else {s.key: s for s in set(shapes)}
+        by_key = book.by_key
+        if book.full and found:
+            by_key = {**book.by_key, **{shape.key: shape for shape in found.values()}}
         general = np.flatnonzero(keys < 0).tolist()
         segment = 0
-        for stop in [*general, len(lines)]:
+        lines = len(keys)
+        for stop in [*general, lines]:
             rows = np.flatnonzero(wanted[segment:stop]) + segment
             if len(rows):
                 picked = ShapeRows(
@@ -408,16 +435,16 @@ class Engine:
                     by_key,
                 )
                 self._flush_shapes(picked, scan)
-            if stop < len(lines):
-                raw = lines[stop]
+            if stop < lines:
+                raw = region[int(starts[stop]) : int(ends[stop])]
                 offset = pos + int(starts[stop])
                 # A JSON record the prefilter skips matches nothing.
-                if shapes[stop] is not JSON or (
+                if keys[stop] != JSON.key or (
                     self.prefilter.Match(UNANCHORED, block, offset, offset + len(raw))[0][0] >= 0
                 ):
                     self._line(raw, line_no + stop, base + offset, scan)
             segment = stop + 1
-        return len(lines)
+        return lines
 
     def _flush_shapes(self, rows: ShapeRows, scan: FileScan) -> None:
         """Record rows read through their shapes, pattern by pattern, in runs where no series

@@ -35,7 +35,7 @@ import re2
 
 from trainwreck.engine import lineinfo, prefixes
 from trainwreck.engine.lineinfo import gather
-from trainwreck.engine.rows import Batch, rank_codes
+from trainwreck.engine.rows import Batch, first_seen, rank_codes
 from trainwreck.engine.state import FileScan, ScanResult
 from trainwreck.rules import regexes
 from trainwreck.rules.regex_internals import UNANCHORED, raw_regex
@@ -78,6 +78,8 @@ class Shape:
 
 GENERAL = Shape(-1)  # lines no shape decides
 JSON = Shape(-2)  # JSON records (the per-line path parses them)
+UNKNOWN = -3  # ShapeBook.key_of's answer for a shape not known yet (no Shape has it)
+UNKNOWN_AT = -UNKNOWN  # where ShapeBook.admits_table starts (the table is indexed by key + 3)
 
 
 class ShapeBook:
@@ -102,8 +104,10 @@ class ShapeBook:
         self.blind: list[bool] = []
         self.digit_literals: Any = None
         self.known: dict[bytes, Shape] = {}
+        self.key_of: dict[bytes, int] = {}  # the known shapes' keys (a busy block maps them in C)
         self.by_key: dict[int, Shape] = {GENERAL.key: GENERAL, JSON.key: JSON}  # the known
         self._keys = 0
+        self._admits: np.ndarray | None = None  # admits_table, until a shape is added
 
     @property
     def full(self) -> bool:
@@ -119,8 +123,20 @@ class ShapeBook:
             found = self._work_out(masked)
             if not self.full:
                 self.known[masked] = found
+                self.key_of[masked] = found.key
                 self.by_key[found.key] = found
+                self._admits = None
         return found
+
+    def admits_table(self) -> np.ndarray:
+        """Whether each known shape admits its lines (Shape.admits), by key + UNKNOWN_AT:
+        position 0 is an unknown shape's (UNKNOWN), 1 and 2 JSON's and GENERAL's (False)."""
+        if self._admits is None:
+            table = np.zeros(self._keys + UNKNOWN_AT + 1, dtype=bool)
+            for key, shape in self.by_key.items():
+                table[key + UNKNOWN_AT] = shape.admits
+            self._admits = table
+        return self._admits
 
     def prepare(self) -> None:
         """Tell the patterns that read digits apart (on first need: a log that never gets busy
@@ -290,11 +306,17 @@ class ShapeRows:
         if not n:
             return
         keys = self.keys
-        distinct = {key: self.shapes[key] for key in dict.fromkeys(keys.tolist())}
-        rows_of = _rows_of(keys) if len(distinct) > 1 else {next(iter(distinct)): np.arange(n)}
+        rows_of = _rows_of(keys)
+        # the shapes in the order their first lines come
+        distinct = {key: self.shapes[key] for key in sorted(rows_of, key=lambda k: rows_of[k][0])}
         text = np.frombuffer(self.data, dtype=np.uint8)
-        ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
-        distinct_ranks, codes = rank_codes(ranks)
+        coded = _rank_codes_known(self, text, rows_of, distinct, scan.result)
+        if coded is not None:
+            distinct_ranks, codes = coded
+        else:
+            ranks = _admitted(_ranks(self, text, rows_of, distinct, scan.rank), scan.result)
+            distinct_ranks, codes = rank_codes(ranks)
+        whole: list[tuple[Any, int, int]] | None = None  # first_seen of every row, once
         times = _times(self, text, rows_of, distinct)
         spans_of: dict[int, dict[int, Spans]] = {}
         for key, shape in distinct.items():
@@ -305,6 +327,8 @@ class ShapeRows:
             if len(of_key) == len(distinct):  # every row
                 rows = None
                 groups = [(of_key[key], rows_of[key]) for key in of_key]
+                if whole is None:
+                    whole = first_seen(distinct_ranks, codes)
             else:
                 rows = np.flatnonzero(np.isin(keys, list(of_key)))
                 groups = [
@@ -323,6 +347,7 @@ class ShapeRows:
                     self.ends if rows is None else self.ends[rows],
                     times if rows is None else times[rows],
                     groups,
+                    whole if rows is None else None,
                 ),
             )
 
@@ -352,13 +377,7 @@ def _ranks(
     ranks: list[Any] = [None] * len(rows.keys)
     for key, shape in shapes.items():
         where = rows_of[key]
-        span = None
-        if shape.rank is not None and shape.rank[0] == "number":
-            span = shape.rank[1:]
-        elif shape.rank is None and shape.inline is not None:
-            span = shape.inline
-            if span[1] - span[0] > lineinfo.MAX_RANK_DIGITS:
-                span = None
+        span = _rank_span(shape)
         if span is not None:
             digits = gather(text, rows.starts[where], span[0], span[1])
             found = lineinfo.digits_number(digits, 0, span[1] - span[0]).tolist()
@@ -375,6 +394,56 @@ def _ranks(
         for i, rank in zip(where.tolist(), found, strict=True):
             ranks[i] = rank
     return ranks
+
+
+_CODED_SPAN = 1 << 16  # ranks within this span of each other are coded by a table, not a sort
+
+
+def _rank_codes_known(
+    rows: ShapeRows,
+    text: np.ndarray,
+    rows_of: dict[int, np.ndarray],
+    shapes: dict[int, Shape],
+    result: ScanResult,
+) -> tuple[list[int], np.ndarray] | None:
+    """rank_codes(_admitted(_ranks(...))) with numpy, when every row's rank is written as digits
+    at its shape's rank span (_ranks) and every one of them was admitted before (admitting
+    changes nothing then): the ranks in order and each row's position among them. None
+    otherwise (the caller reads them as a list)."""
+    ranks = np.empty(len(rows.keys), dtype=np.int64)
+    for key, shape in shapes.items():
+        span = _rank_span(shape)
+        if span is None:
+            return None
+        where = rows_of[key]
+        digits = gather(text, rows.starts[where], span[0], span[1])
+        ranks[where] = lineinfo.digits_number(digits, 0, span[1] - span[0])
+    low = int(ranks.min())
+    if int(ranks.max()) - low < _CODED_SPAN:
+        present = np.bincount(ranks - low)
+        found = np.flatnonzero(present)
+        table = np.zeros(len(present), dtype=np.intp)
+        table[found] = np.arange(len(found))
+        codes = table[ranks - low]
+        distinct = (found + low).tolist()
+    else:
+        unique, codes = np.unique(ranks, return_inverse=True)
+        distinct = unique.tolist()
+    if not result.ranks_seen.issuperset(distinct):
+        return None  # a rank seen here first: admitted line by line (_admitted)
+    return distinct, codes
+
+
+def _rank_span(shape: Shape) -> tuple[int, int] | None:
+    """Where the digits of the rank of a shape's lines are (a prefix's number, or an inline
+    'rank N' of at most MAX_RANK_DIGITS digits); None when it is not written as digits there."""
+    if shape.rank is not None and shape.rank[0] == "number":
+        return shape.rank[1:]  # type: ignore[return-value]
+    if shape.rank is None and shape.inline is not None:
+        span = shape.inline
+        if span[1] - span[0] <= lineinfo.MAX_RANK_DIGITS:
+            return span
+    return None
 
 
 def _admitted(ranks: list[Any], result: ScanResult) -> list[Any]:

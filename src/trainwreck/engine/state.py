@@ -130,7 +130,7 @@ class SeriesBuffer:
         stride, outlier_stride = max(stride, self.stride), max(outlier_stride, self.outlier_stride)
         table = np.frombuffer(self.rows, dtype=np.float64).reshape(-1, self.WIDTH)
         table = _regrid(table, stride, outlier_stride)
-        self.rows = array("d", table.tobytes())
+        self.rows = _rows_of(table)
         self.count = len(table)
         self.stride, self.outlier_stride = stride, outlier_stride
         if not math.isfinite(self.center):
@@ -161,7 +161,7 @@ class SeriesBuffer:
             return 0  # the index does not spread the points over the grid: no progress here
         kept = np.ascontiguousarray(table[keep])
         kept[:, 6] = on_grid[keep]
-        self.rows = array("d", kept.tobytes())
+        self.rows = _rows_of(kept)
         dropped = self.count - len(kept)
         self.count = len(kept)
         self.stride, self.center, self.spread = stride, center, spread
@@ -175,6 +175,15 @@ class SeriesBuffer:
         return det.Points(
             columns[0], columns[1], columns[2], whole[0], whole[1], whole[2], columns[6] == 1
         )
+
+
+def _rows_of(table: np.ndarray) -> array[float]:
+    """A buffer's rows from a WIDTH-column array, in one copy (array("d", table.tobytes())
+    makes two)."""
+    rows = array("d")
+    if table.size:  # (an empty view cannot be cast)
+        rows.frombytes(memoryview(np.ascontiguousarray(table)).cast("B"))
+    return rows
 
 
 def _grid_keys(index: np.ndarray, lines: np.ndarray) -> np.ndarray:
@@ -286,6 +295,7 @@ class Cursor:
     starts: list[int] | None = None  # raw line starts, when the paste-shape layer changed it
     busy: bool = False  # whether the block went dense (read every line through shapes)
     shapeless: int = 0  # blocks still to read line by line (their shapes did not repeat)
+    newlines: Any = None  # the offsets of the block's newlines (numpy), when it is unchanged
 
     def enter(self, block: bytes, starts: list[int] | None) -> None:
         """Start reading `block` (the cursor is at the line after the last block's)."""
