@@ -17,7 +17,6 @@ How a log is read, and why it is fast:
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -28,18 +27,12 @@ import numpy as np
 
 from trainwreck.engine import parallel, patterns, prefixes
 from trainwreck.engine import state as st
-from trainwreck.engine.captures import named
-from trainwreck.engine.captures import number as to_float
 from trainwreck.engine.lineinfo import (
-    INLINE_RANK,
     SAMPLE_PREFIX,
-    parse_time,
     rank_from_path,
     rank_number,
-    split_prefix,
 )
-from trainwreck.engine.matching import KINDS, Line
-from trainwreck.engine.patterns import PatternUse
+from trainwreck.engine.oneline import read_line
 from trainwreck.engine.reading import MAX_LINE, ByteRange, open_input, read_blocks
 from trainwreck.engine.shapes import (
     GENERAL,
@@ -314,7 +307,7 @@ class Engine:
             cursor.line_no += block.count(b"\n", cursor.counted, line_start)
             cursor.counted = line_start
             offset = base + (line_start if starts is None else starts[cursor.line_no - first])
-            self._line(block[line_start:line_end], cursor.line_no, offset, scan)
+            read_line(self, block[line_start:line_end], cursor.line_no, offset, scan)
             pos = line_end + 1
 
     # -- the rest of a busy block, shape by shape ---------------------------------------------
@@ -366,7 +359,7 @@ class Engine:
                     rows = ShapeRows.of_lines(scan.file_id, lines, numbers, offsets, shapes)
                     self._flush_shapes(rows, scan)
                     lines, numbers, offsets, shapes = [], [], [], []
-                self._line(raw, number, base + offset, scan)
+                read_line(self, raw, number, base + offset, scan)
             elif shape.admits:
                 lines.append(raw)
                 numbers.append(number)
@@ -442,7 +435,7 @@ class Engine:
                 if keys[stop] != JSON.key or (
                     self.prefilter.Match(UNANCHORED, block, offset, offset + len(raw))[0][0] >= 0
                 ):
-                    self._line(raw, line_no + stop, base + offset, scan)
+                    read_line(self, raw, line_no + stop, base + offset, scan)
             segment = stop + 1
         return lines
 
@@ -459,65 +452,3 @@ class Engine:
         """Judge what no later line can join (all at the input's end): patterns.flushes."""
         for index, flush in self.flushes:
             flush(scan.runs[index], scan.file_id, next_line, record_match)
-
-    # -- one candidate line ---------------------------------------------------------------------
-
-    def _line(self, raw: bytes, line_no: int, offset: int, scan: FileScan) -> None:
-        if len(raw) > MAX_LINE:
-            raw = raw[:MAX_LINE]
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        rank, body = split_prefix(raw)
-        hits = self.set.Match(body) if self.set is not None else None
-        parsed_record: dict[str, Any] | None = None
-        if self.records and body.lstrip()[:1] == b"{":
-            try:
-                parsed = json.loads(body)
-            except (ValueError, RecursionError):
-                parsed = None
-            if isinstance(parsed, dict):
-                parsed_record = parsed
-        if not hits and parsed_record is None:
-            return
-        if rank is None:
-            if parsed_record is not None and isinstance(parsed_record.get("rank"), int):
-                rank = rank_number(parsed_record["rank"])
-            else:
-                inline = INLINE_RANK.search(body)
-                if inline:
-                    rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
-                else:
-                    rank = scan.rank
-        # The time is parsed when a rule first asks for it (series, evidence, a rank's first line).
-        t: float | None = None
-        if parsed_record is not None and isinstance(parsed_record.get("t"), (int, float)):
-            t = to_float(parsed_record["t"])
-        rank = scan.result.admit_rank(rank)
-        runs = scan.runs
-        context = Line(scan.file_id, scan.name, line_no, raw, rank, t, offset, parse_time)
-        # Each use of each pattern hit, stepped by its matcher's kind (matching.KINDS).
-        if hits:
-            for index in hits:
-                users = self.users[index]
-                caps = self._captures(users[0], body)
-                if caps is None:
-                    continue
-                for user in users:  # (caps are only read: no copy per use)
-                    KINDS[user.kind].step(user, caps, context, runs[user.run_index], record_match)
-        if parsed_record is not None:
-            for use in self.records:
-                runtime = KINDS[use.kind]
-                assert runtime.matches_record is not None
-                if runtime.matches_record(use.spec, parsed_record):
-                    caps = {k: v for k, v in parsed_record.items() if isinstance(k, str)}
-                    runtime.step(use, caps, context, runs[use.run_index], record_match)
-
-    @staticmethod
-    def _captures(user: PatternUse, body: bytes) -> dict[str, Any] | None:
-        """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
-        if not user.groups:
-            return {}
-        spans = user.regex.Match(UNANCHORED, body, 0, len(body))
-        if spans[0][0] < 0:
-            return None
-        return named(user.groups, body, spans)
