@@ -226,3 +226,78 @@ def test_pathological_conditions_are_refused_not_crashing():
         parse("a or " * 2000 + "a")
     with pytest.raises(cond.ConditionError, match="nests deeper"):
         parse("not " * 500 + "a")
+
+
+# -- `NAME where (...)`: every test on the same match -----------------------------------------
+
+# Two OOM messages: the first has a large reserve and a small request missing, the second a
+# large request: each test below holds on one of them, never both on the same one.
+TWO_OOMS = Ctx(
+    truths={"oom": True, "a": True},
+    counts={"oom": 2},
+    columns={("oom", "unalloc"): [300.0, 10.0], ("oom", "req"): [1024.0, 20.0]},
+    outputs={("stalls", "count"): 3.0},
+    strings={("oom", "name"): ["OutOfMemoryError", "AcceleratorError"]},
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # outside `where` each comparison may hold on a different match ...
+        ("oom.unalloc >= 128 and oom.unalloc > 0.2 * oom.req and oom.req < 100", True),
+        # ... inside, on one match at once
+        ("oom where (oom.unalloc >= 128 and oom.unalloc > 0.2 * oom.req and oom.req < 100)", False),
+        ("oom where (oom.unalloc >= 128 and oom.req > 1000)", True),
+        ("oom where (oom.unalloc >= 128 and not (oom.req > 1000))", False),
+        ("oom where (oom.unalloc < 128 or oom.req > 1000)", True),
+        ("oom where (2 of (oom.unalloc > 100, oom.req < 100, oom.req > 10))", True),
+        ("oom where (2 of (oom.unalloc > 100, oom.req < 100, false))", False),
+        # string captures, part names and detector outputs inside, the same for every match
+        ('oom where (oom.name == "AcceleratorError" and oom.req > 1000)', False),
+        ('oom where (oom.name != "AcceleratorError" and oom.req > 1000)', True),
+        ("oom where (a and stalls.count >= 3 and oom.req > 1000)", True),
+        ("oom where (b or oom.req > 5000)", False),
+        ("oom where (count(oom) == 2 and oom.req < 100)", True),
+    ],
+)
+def test_where_tests_one_match_at_a_time(text: str, expected: bool) -> None:
+    tree = parse(text)
+    assert cond.evaluate(tree, TWO_OOMS) is expected
+    assert cond.evaluate(tree.to_json(), TWO_OOMS) is expected  # as the bundle stores it
+
+
+def test_where_over_a_matcher_that_never_matched_is_false() -> None:
+    tree = parse("oom where (true)")
+    assert cond.evaluate(tree, Ctx()) is False
+    assert cond.evaluate(parse("not (oom where (oom.req > 1))"), Ctx()) is True
+
+
+def test_where_names_its_matcher_and_fields() -> None:
+    tree = parse("oom where (oom.req > 1 and step)")
+    assert tree == nodes.Where(
+        "oom",
+        nodes.And(
+            (nodes.Compare(">", nodes.Attr("oom", "req"), nodes.Num(1.0)), nodes.Name("step"))
+        ),
+    )
+    assert cond.referenced_names(tree) == {"oom", "step"}
+    assert cond.referenced_fields(tree) == {("oom", "req")}
+
+
+@pytest.mark.parametrize(
+    ("text", "offset", "words"),
+    [
+        ("oom where (step.ms > 1)", 11, "only captures of 'oom'"),
+        ("stalls where (true)", 0, "'where' follows a matcher; 'stalls' is a detector"),
+        ("oom where (step where (true))", 16, "'where' cannot be nested"),
+        ("oom where oom.req > 1", 10, "expected '(' after 'where'"),
+        ("oom where (oom.req)", 11, "expected a condition"),
+        ("where", 0, "unexpected keyword 'where'"),
+    ],
+)
+def test_where_errors_say_where(text: str, offset: int, words: str) -> None:
+    with pytest.raises(cond.ConditionError) as caught:
+        parse(text)
+    assert caught.value.offset == offset
+    assert words in str(caught.value)

@@ -40,6 +40,7 @@ from trainwreck.rules.condition_nodes import (
     Not,
     Num,
     Or,
+    Where,
 )
 from trainwreck.rules.matchers import BlockMatcher, JsonMatcher, RegexMatcher
 from trainwreck.rules.rule import Rule
@@ -150,6 +151,8 @@ class Translator:
             raise Untranslatable("a negation that is not part of an `and`")
         if isinstance(node, NOf):
             raise Untranslatable(f"'{node.needed} of (...)'")
+        if isinstance(node, Where):
+            raise Untranslatable("compares numbers captured from the lines")
         raise Untranslatable(f"a {type(node).__name__.lower()} node")
 
     def compare(self, node: Compare) -> str:

@@ -13,6 +13,7 @@ Grammar (lowest precedence first):
              | INT 'of' '(' expr (',' expr)* ')'
              | 'count' '(' NAME ')'
              | NAME ['.' FIELD]
+             | NAME 'where' '(' expr ')'
              | '(' expr ')'
 
 Nothing is ever evaluated as Python. The parse result is a tree of node classes (below): boolean
@@ -20,7 +21,8 @@ nodes answer `holds(ctx)`, number nodes `value(ctx)`; evaluation dispatches on t
 Each node has a JSON form (`to_json`, read back by `from_json`): a list whose first item names
 the node, which the compiled bundle stores, so the engine never re-parses. Types are checked while parsing:
 a condition is boolean; arithmetic is over numbers; one comparison uses captures of at most one
-matcher (a comparison holds when any single match satisfies it).
+matcher (a comparison holds when any single match satisfies it); `NAME where (...)` holds when one
+single match of matcher NAME satisfies everything inside, which reads captures of NAME only.
 """
 
 from __future__ import annotations
@@ -48,12 +50,13 @@ from trainwreck.rules.condition_nodes import (
     Or,
     Str,
     StrEq,
+    Where,
     as_tree,
     from_json,
 )
 from trainwreck.rules.units import FACTORS
 
-KEYWORDS = frozenset({"and", "or", "not", "of", "count", "true", "false"})
+KEYWORDS = frozenset({"and", "or", "not", "of", "count", "true", "false", "where"})
 COMPARE_OPS = ("<=", ">=", "==", "!=", "<", ">")
 MAX_LENGTH = 4000
 MAX_DEPTH = 60
@@ -193,6 +196,7 @@ class Parser:
         self.pos = 0
         self.depth = 0
         self.names: set[str] = set()
+        self.within: str | None = None  # the matcher of the `where` being parsed
 
     # -- helpers
     def peek(self) -> Token:
@@ -444,9 +448,36 @@ class Parser:
             if problem:
                 raise ConditionError(field.offset, problem)
             if kind == "matcher":
+                if self.within is not None and name != self.within:
+                    raise ConditionError(
+                        token.offset,
+                        f"inside '{self.within} where (...)' only captures of '{self.within}' "
+                        f"are read, one match at a time; test '{name}' outside it",
+                    )
                 return _Typed(Attr(name, field.text), "nums", name, token.offset)
             return _Typed(Attr(name, field.text), "num", None, token.offset)
+        where = self.keyword("where")
+        if where is not None:
+            return self.where(token, kind, where)
         return _Typed(Name(name), "bool", offset=token.offset)
+
+    def where(self, token: Token, kind: str, where: Token) -> _Typed:
+        if kind != "matcher":
+            raise ConditionError(
+                token.offset, f"'where' follows a matcher; '{token.text}' is a {kind}"
+            )
+        if self.within is not None:
+            raise ConditionError(where.offset, "'where' cannot be nested")
+        self.expect("op", "(", "'(' after 'where'")
+        self.nest()
+        self.within = token.text
+        try:
+            inner = self.as_bool(self.expr())
+        finally:
+            self.within = None
+            self.depth -= 1
+        self.expect("op", ")", "')'")
+        return _Typed(Where(token.text, inner.node), "bool", offset=token.offset)
 
     def resolve(self, token: Token, allow: Sequence[str]) -> str:
         kind = self.scope.kind(token.text)
@@ -498,6 +529,9 @@ def referenced_names(tree: Node | list[Any]) -> set[str]:
         if isinstance(node, (Name, Count)):
             found.add(node.name)
             return True
+        if isinstance(node, Where):
+            found.add(node.name)
+            return False  # and what it reads inside
         if isinstance(node, Attr):
             found.add(node.part)
             return True

@@ -7,6 +7,7 @@ first item is the node's tag, which the compiled bundle stores; `from_json` read
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,9 +35,14 @@ class Node:
 
 
 class Condition(Node):
-    """A boolean node."""
+    """A boolean node. `holds` answers for the whole log; `each` answers match by match inside
+    `NAME where (...)`: a bool for every match of NAME (an array), or one bool for all of them
+    (a part's truth, a detector's output, a constant), which numpy broadcasts."""
 
     def holds(self, ctx: Context) -> bool:
+        raise NotImplementedError
+
+    def each(self, ctx: Context) -> Any:
         raise NotImplementedError
 
 
@@ -58,6 +64,9 @@ class Or(Condition):
     def holds(self, ctx: Context) -> bool:
         return any(item.holds(ctx) for item in self.items)
 
+    def each(self, ctx: Context) -> Any:
+        return functools.reduce(np.logical_or, (item.each(ctx) for item in self.items))
+
     def to_json(self) -> list[Any]:
         return [self.tag, [item.to_json() for item in self.items]]
 
@@ -73,6 +82,9 @@ class And(Condition):
     def holds(self, ctx: Context) -> bool:
         return all(item.holds(ctx) for item in self.items)
 
+    def each(self, ctx: Context) -> Any:
+        return functools.reduce(np.logical_and, (item.each(ctx) for item in self.items))
+
     def to_json(self) -> list[Any]:
         return [self.tag, [item.to_json() for item in self.items]]
 
@@ -87,6 +99,9 @@ class Not(Condition):
 
     def holds(self, ctx: Context) -> bool:
         return not self.item.holds(ctx)
+
+    def each(self, ctx: Context) -> Any:
+        return np.logical_not(self.item.each(ctx))
 
     def to_json(self) -> list[Any]:
         return [self.tag, self.item.to_json()]
@@ -111,6 +126,10 @@ class NOf(Condition):
                 return True
         return False
 
+    def each(self, ctx: Context) -> Any:
+        hits = sum(np.asarray(item.each(ctx), dtype=np.int64) for item in self.items)
+        return np.greater_equal(hits, self.needed)
+
     def to_json(self) -> list[Any]:
         return [self.tag, self.needed, [item.to_json() for item in self.items]]
 
@@ -121,6 +140,9 @@ class Bool(Condition):
     constant: bool
 
     def holds(self, ctx: Context) -> bool:
+        return self.constant
+
+    def each(self, ctx: Context) -> Any:
         return self.constant
 
     def to_json(self) -> list[Any]:
@@ -135,6 +157,9 @@ class Name(Condition):
     name: str
 
     def holds(self, ctx: Context) -> bool:
+        return ctx.truth(self.name)
+
+    def each(self, ctx: Context) -> Any:
         return ctx.truth(self.name)
 
     def to_json(self) -> list[Any]:
@@ -164,9 +189,11 @@ class Compare(Condition):
         return (self.left, self.right)
 
     def holds(self, ctx: Context) -> bool:
+        return bool(np.any(self.each(ctx)))
+
+    def each(self, ctx: Context) -> Any:
         with np.errstate(all="ignore"):
-            result = _CMP[self.op](self.left.value(ctx), self.right.value(ctx))
-        return bool(np.any(result))
+            return _CMP[self.op](self.left.value(ctx), self.right.value(ctx))
 
     def to_json(self) -> list[Any]:
         return [self.tag, self.op, self.left.to_json(), self.right.to_json()]
@@ -242,8 +269,35 @@ class StrEq(Condition):
             return any(value == self.text for value in values)
         return any(value != self.text for value in values)
 
+    def each(self, ctx: Context) -> Any:
+        values = ctx.strings(self.attr.part, self.attr.field)
+        same = np.array([value == self.text for value in values], dtype=bool)
+        return same if self.op == "==" else np.logical_not(same)
+
     def to_json(self) -> list[Any]:
         return [self.tag, self.op, self.attr.to_json(), self.text]
+
+
+@dataclass(frozen=True)
+class Where(Condition):
+    """`NAME where (...)`: some single match of matcher NAME satisfies every test inside at once
+    (outside it, each comparison may hold on a different match)."""
+
+    tag = "where"
+    name: str
+    item: Condition
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.item,)
+
+    def holds(self, ctx: Context) -> bool:
+        return ctx.truth(self.name) and bool(np.any(self.item.each(ctx)))
+
+    def each(self, ctx: Context) -> Any:  # the parser keeps `where` from nesting
+        return self.holds(ctx)
+
+    def to_json(self) -> list[Any]:
+        return [self.tag, self.name, self.item.to_json()]
 
 
 @dataclass(frozen=True)
@@ -306,6 +360,8 @@ def from_json(data: Any) -> Node:
         return Bool(bool(rest[0]))
     if tag == "name":
         return Name(str(rest[0]))
+    if tag == "where":
+        return Where(str(rest[0]), _condition(rest[1]))
     if tag == "cmp":
         return Compare(str(rest[0]), _expression(rest[1]), _expression(rest[2]))
     if tag == "streq":
