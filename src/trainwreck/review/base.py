@@ -104,6 +104,10 @@ def _extract(root: Path, tree: str, paths: list[str], folder: Path) -> None:
                         archive.extract(member, folder, filter="data")
                     else:
                         archive.extract(member, folder)
+            # tarfile stops at the end-of-archive blocks while git may still be writing the
+            # record's padding: closing the pipe then kills git with SIGPIPE (no message).
+            while process.stdout.read(65536):
+                pass
         except tarfile.TarError as exc:
             raise ReviewError(f"cannot read git archive of {tree[:12]}: {exc}") from None
         finally:
