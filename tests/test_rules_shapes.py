@@ -93,6 +93,46 @@ def test_prefix_spans_ignore_which_digits() -> None:
         assert rank == (expected if expected is not None else "from-file"), line
 
 
+def test_a_shape_holds_its_lines_facts() -> None:
+    """facts.py on the masked line gives what it gives on the line itself: the same offsets,
+    record flag, inline rank span and time fields, the same digit-blind patterns hit, with the
+    same group spans. That is what lets a shape be only the key the facts are kept under."""
+    from trainwreck.compile.packs import compile_folder
+    from trainwreck.engine import Engine
+    from trainwreck.engine.facts import facts_of, group_spans, inline_rank
+    from trainwreck.rules import regexes
+
+    bundle, _ = compile_folder(ROOT)
+    engine = Engine(bundle.rules)
+    blind = [regexes.digit_blind(p) for p in engine.pattern_list]
+    lines = [
+        line.encode("utf-8", "replace")
+        for path in sorted((ROOT / "tests" / "logs").rglob("*.log"))
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+    ]
+    lines += [b"[rank3]: step 120 rank=4 loss 7.25", b'{"rank": 2, "loss": 1.5}']
+    compared = 0
+    for line in lines:
+        masked = line.translate(MASK)
+        own, shaped = facts_of(engine.set, line, True), facts_of(engine.set, masked, True)
+        assert (own.start, own.end, own.rank, own.record) == (
+            shaped.start,
+            shaped.end,
+            shaped.rank,
+            shaped.record,
+        ), line
+        body, masked_body = own.body(line), shaped.body(masked)
+        assert inline_rank(body) == inline_rank(masked_body), line
+        assert lineinfo.time_spans(line) == lineinfo.time_spans(masked), line
+        own_hits = {i for i in own.hits if blind[i]}
+        assert own_hits == {i for i in shaped.hits if blind[i]}, line
+        for index in own_hits:
+            regex = engine.users[index][0].regex
+            assert list(group_spans(regex, body)) == list(group_spans(regex, masked_body)), line
+            compared += 1
+    assert compared > 1000  # the regression logs hit many digit-blind patterns
+
+
 def _buffer(values: list[float]) -> st.SeriesBuffer:
     buffer = st.SeriesBuffer()
     for i, value in enumerate(values):

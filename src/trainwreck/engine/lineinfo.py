@@ -70,16 +70,11 @@ def _iso_time(groups: tuple[bytes, ...]) -> float:
 
 
 def parse_time(text: bytes | str) -> float:
-    """Unix time of the first ISO or glog timestamp in a line (NaN when there is none)."""
+    """Unix time of the first ISO or glog timestamp in a line (NaN when there is none): read at
+    the fields time_spans finds, as a line's shape reads them."""
     if isinstance(text, str):
         text = text.encode("utf-8", "replace")
-    found = _ISO.search(text, 0, 200)
-    if found:
-        return _iso_time(found.groups())
-    found = _GLOG.search(text, 0, 200)
-    if found:
-        return _glog_time(found.groups())
-    return math.nan
+    return time_at(text, time_spans(text))
 
 
 def _glog_time(groups: tuple[bytes, ...]) -> float:

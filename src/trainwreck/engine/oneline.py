@@ -1,6 +1,7 @@
 """One candidate line read on its own (scanning.Engine sends here the lines no shape decides):
-its rank prefix removed, the RE2 set asked which patterns match, each of those run again for its
-captures once, shared by every rule using it, and each use stepped by its matcher's kind."""
+its facts worked out on the line itself (facts.py: the message, its rank, which patterns match),
+each pattern that matches run again for its captures once, shared by every rule using it, and
+each use stepped by its matcher's kind."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from trainwreck.engine import prefixes
 from trainwreck.engine.captures import named
 from trainwreck.engine.captures import number as to_float
-from trainwreck.engine.lineinfo import INLINE_RANK, parse_time, rank_number, split_prefix
+from trainwreck.engine.facts import facts_of, group_spans, inline_rank
+from trainwreck.engine.lineinfo import parse_time, rank_number
 from trainwreck.engine.matching import KINDS, Line
 from trainwreck.engine.patterns import PatternUse
 from trainwreck.engine.reading import MAX_LINE
 from trainwreck.engine.state import FileScan
 from trainwreck.engine.store import record as record_match
-from trainwreck.rules.regex_internals import UNANCHORED
 
 
 class Patterns(Protocol):
@@ -33,27 +35,28 @@ def read_line(engine: Patterns, raw: bytes, line_no: int, offset: int, scan: Fil
         raw = raw[:MAX_LINE]
     if raw.endswith(b"\r"):
         raw = raw[:-1]
-    rank, body = split_prefix(raw)
-    hits = engine.set.Match(body) if engine.set is not None else None
+    facts = facts_of(engine.set, raw, bool(engine.records))
+    body = facts.body(raw)
     parsed_record: dict[str, Any] | None = None
-    if engine.records and body.lstrip()[:1] == b"{":
+    if facts.record:
         try:
             parsed = json.loads(body)
         except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
             parsed_record = parsed
-    if not hits and parsed_record is None:
+    if not facts.hits and parsed_record is None:
         return
-    if rank is None:
-        if parsed_record is not None and isinstance(parsed_record.get("rank"), int):
-            rank = rank_number(parsed_record["rank"])
-        else:
-            inline = INLINE_RANK.search(body)
-            if inline:
-                rank = rank_number(inline.group(1) or inline.group(2) or inline.group(3))
-            else:
-                rank = scan.rank
+    rank: Any
+    if facts.rank is not None:
+        named_rank = prefixes.rank_of(raw, facts.rank)
+        rank = rank_number(named_rank) if isinstance(named_rank, int) else named_rank
+    elif parsed_record is not None and isinstance(parsed_record.get("rank"), int):
+        rank = rank_number(parsed_record["rank"])
+    elif (inline := inline_rank(body)) is not None:
+        rank = rank_number(body[inline[0] : inline[1]])
+    else:
+        rank = scan.rank
     # The time is parsed when a rule first asks for it (series, evidence, a rank's first line).
     t: float | None = None
     if parsed_record is not None and isinstance(parsed_record.get("t"), (int, float)):
@@ -62,8 +65,8 @@ def read_line(engine: Patterns, raw: bytes, line_no: int, offset: int, scan: Fil
     runs = scan.runs
     context = Line(scan.file_id, scan.name, line_no, raw, rank, t, offset, parse_time)
     # Each use of each pattern hit, stepped by its matcher's kind (matching.KINDS).
-    if hits:
-        for index in hits:
+    if facts.hits:
+        for index in facts.hits:
             users = engine.users[index]
             caps = captures(users[0], body)
             if caps is None:
@@ -80,10 +83,8 @@ def read_line(engine: Patterns, raw: bytes, line_no: int, offset: int, scan: Fil
 
 
 def captures(user: PatternUse, body: bytes) -> dict[str, Any] | None:
-    """Named captures of a pattern on a line (computed once, shared by every rule using it)."""
+    """Named captures of a pattern on a message (computed once, shared by every rule using it)."""
     if not user.groups:
         return {}
-    spans = user.regex.Match(UNANCHORED, body, 0, len(body))
-    if spans[0][0] < 0:
-        return None
-    return named(user.groups, body, spans)
+    spans = group_spans(user.regex, body)
+    return None if spans is None else named(user.groups, body, spans)

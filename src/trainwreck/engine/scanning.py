@@ -317,7 +317,7 @@ class Engine:
         end, reading each line through its shape (shapes.py): the rank, the matches and the
         time come from the shape's offsets, and the matches are recorded per pattern in batches
         (store.record_batch), with the results and order of the per-line path. Lines whose shape
-        does not decide them go through _line, after the lines before them are recorded. Dense:
+        does not decide them go through oneline.read_line, after the lines before them are recorded. Dense:
         every line, looked up in C (_scan_dense); else the prefilter's candidates. Returns True
         with the cursor at the block's end (every line counted); or, when the shapes do not
         repeat (STEP_ASIDE_AFTER), False with the cursor at the first line not read: the caller

@@ -8,12 +8,13 @@ the engine does to a line before it records a match is blind to which digit stan
 - the ISO and glog timestamp patterns (lineinfo.time_spans) too;
 - most rule patterns too: regexes.digit_blind proves it, pattern by pattern, from the parse.
 
-So for a shape the engine runs the per-line path once, on the shape itself, and keeps where things
-are: where the message starts and ends, where the rank is, where the timestamp's fields are, which
-patterns match and their group spans. Every other line of that shape is then read by slicing its
-own bytes at those offsets: the same rank, captures and time the per-line path would find, without
-running a prefix or a pattern again (tests/test_diagnose_bulk.py compares the two on every
-regression log).
+So for a shape the engine works out the line's facts once (facts.py, the functions the per-line
+path uses), on the shape itself, and keeps where things are: where the message starts and ends,
+where the rank is, where the timestamp's fields are, which patterns match and their group spans.
+The shape is only the key they are kept under. Every other line of that shape is then read by
+slicing its own bytes at those offsets: the same rank, captures and time the per-line path would
+find, without running a prefix or a pattern again (tests/test_diagnose_bulk.py compares the two
+on every regression log).
 
 A pattern that reads digits ('Xid 79', '[1-9]\\d*') cannot be decided on the shape. Its required
 literals, with their digits masked alike, are looked for in the shape instead: a line whose shape
@@ -34,6 +35,7 @@ import numpy as np
 import re2
 
 from trainwreck.engine import lineinfo, prefixes
+from trainwreck.engine.facts import Spans, facts_of, group_spans, inline_rank
 from trainwreck.engine.lineinfo import gather
 from trainwreck.engine.rows import Batch, first_seen, rank_codes
 from trainwreck.engine.state import FileScan, ScanResult
@@ -44,8 +46,6 @@ MASK = lineinfo.DIGIT_MASK
 _MASK_TEXT = str.maketrans("123456789", "000000000")
 MAX_SHAPES = 16_384  # shapes remembered per engine (a few MiB); past it, shapes are not kept
 MAX_SHAPE_LINE = 4096  # longer lines go the per-line way (they rarely repeat a shape)
-
-Spans = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # shapes are compared by identity
@@ -148,42 +148,42 @@ class ShapeBook:
             )
 
     def _work_out(self, masked: bytes) -> Shape:
+        """The facts of the masked line (facts.py), kept as what every line of the shape holds;
+        GENERAL when a pattern that reads digits may match, or when a match cannot be recorded
+        in a batch."""
         self.prepare()
-        start, end, rank = prefixes.split_spans(masked)
-        body = masked[start:end]
-        if self.json_lines and body.lstrip()[:1] == b"{":
+        facts = facts_of(self.set, masked, self.json_lines)
+        if facts.record:
             return JSON
         literals = self.digit_literals
         if literals is not None and literals.Match(UNANCHORED, masked, 0, len(masked))[0][0] >= 0:
             return GENERAL  # a pattern that reads digits may match: the line decides
-        matched = self.set.Match(body) if self.set is not None else None
+        start = facts.start
+        body = facts.body(masked)
         hits: list[tuple[int, Spans]] = []
         fed: set[tuple[int, str]] = set()
         admits = False
-        for index in matched or ():
+        for index in facts.hits:
             if not self.blind[index]:
                 continue  # its literals are not in the shape (above): no line of it matches
             admits = True
             if not self.bulk[index] or fed & self.feeds[index]:
                 return GENERAL
             fed |= self.feeds[index]
-            spans = self.users[index][0].regex.Match(UNANCHORED, body, 0, len(body))
-            if spans[0][0] < 0:
+            spans = group_spans(self.users[index][0].regex, body)
+            if spans is None:
                 continue
             hits.append(
                 (index, tuple((a + start, b + start) if a >= 0 else (-1, -1) for a, b in spans))
             )
         inline = None
-        if rank is None and admits:
-            found = lineinfo.INLINE_RANK.search(body)
-            if found:
-                group = next(g for g in (1, 2, 3) if found.start(g) >= 0)
-                inline = (found.start(group) + start, found.end(group) + start)
+        if facts.rank is None and admits and (found := inline_rank(body)) is not None:
+            inline = (found[0] + start, found[1] + start)
         self._keys += 1
         return Shape(
             self._keys,
             admits=admits,
-            rank=rank,
+            rank=facts.rank,
             inline=inline,
             hits=tuple(hits),
             time=lineinfo.time_spans(masked) if hits else None,
